@@ -1,0 +1,22 @@
+"""maxmargin: the library behind the executable companion to
+"Max-Margin Token Selection in Attention Mechanism" (Tarzanagh, Li, Zhang, Oymak; NeurIPS 2023).
+
+Import it as ``import maxmargin as mm``. Shapes: X (n, T, d), Y (n,), v (d,), W (d, d) or None,
+p (..., d). Token indices are 0-based.
+"""
+from . import data
+from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
+from .model import (
+    attention, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W,
+    risk_W, scores, self_attention_logits, softmax,
+)
+from .optimality import (
+    Selection, check_selection, feasible_selections, is_locally_optimal, locally_optimal_indices,
+    optimal_indices, support_tokens,
+)
+from .svm import (
+    SVMResult, att_svm, att_svm_problem, is_feasible, set_svm, v_svm, w_svm,
+)
+from .train import JointTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_W
+
+__version__ = "0.1.0"

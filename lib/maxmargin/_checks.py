@@ -1,0 +1,121 @@
+"""Input validation shared by the public functions.
+
+Every checker returns a clean float64 (or int/bool) array, or raises a ``ValueError`` /
+``TypeError`` whose message starts with the argument's name and says what is wrong.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _as_float_array(value, name: str) -> np.ndarray:
+    if value is None:
+        raise TypeError(f"{name}: expected an array of numbers, got None")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name}: expected an array of real numbers ({exc})") from None
+    if np.iscomplexobj(value):
+        raise TypeError(f"{name}: complex values are not supported")
+    return arr
+
+
+def finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """Raise if ``arr`` holds NaN or inf, naming where."""
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValueError(f"{name}: non-finite value at index {tuple(int(b) for b in bad)}")
+    return arr
+
+
+def tokens(X, name: str = "X") -> np.ndarray:
+    """Sequences of tokens, shape (n, T, d), float64, finite, n >= 1, T >= 2."""
+    X = _as_float_array(X, name)
+    if X.ndim != 3:
+        raise ValueError(f"{name}: expected shape (n, T, d), got an array with shape {X.shape}")
+    n, T, d = X.shape
+    if n < 1 or d < 1:
+        raise ValueError(f"{name}: needs at least one sequence and one feature, got shape {X.shape}")
+    if T < 2:
+        raise ValueError(f"{name}: each sequence needs at least 2 tokens to select from, got T={T}")
+    return finite(X, name)
+
+
+def labels(Y, n: int, name: str = "Y") -> np.ndarray:
+    """Labels, shape (n,), values in {-1, +1}, returned as float64."""
+    Y = _as_float_array(Y, name)
+    if Y.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},) to match X, got {Y.shape}")
+    if not np.all(np.isin(Y, (-1.0, 1.0))):
+        bad = Y[~np.isin(Y, (-1.0, 1.0))][0]
+        raise ValueError(f"{name}: labels must be -1 or +1, found {bad!r}")
+    return Y
+
+
+def vector(v, d: int, name: str) -> np.ndarray:
+    """A single vector of shape (d,)."""
+    v = _as_float_array(v, name)
+    if v.shape != (d,):
+        raise ValueError(f"{name}: expected shape ({d},), got {v.shape}")
+    return finite(v, name)
+
+
+def batched_vector(p, d: int, name: str) -> np.ndarray:
+    """A vector with optional leading batch axes, shape (..., d)."""
+    p = _as_float_array(p, name)
+    if p.ndim == 0 or p.shape[-1] != d:
+        raise ValueError(f"{name}: expected shape (..., {d}) with last axis d={d}, got {p.shape}")
+    return finite(p, name)
+
+
+def key_matrix(W, d: int, name: str = "W") -> np.ndarray | None:
+    """The key-query matrix, shape (d, d), or None for the identity."""
+    if W is None:
+        return None
+    W = _as_float_array(W, name)
+    if W.shape != (d, d):
+        raise ValueError(f"{name}: expected shape ({d}, {d}) or None for the identity, got {W.shape}")
+    return finite(W, name)
+
+
+def indices(alpha, n: int, T: int, name: str = "alpha") -> np.ndarray:
+    """One token index per sequence, shape (n,), ints in [0, T)."""
+    arr = np.asarray(alpha)
+    if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        else:
+            raise TypeError(f"{name}: expected integer token indices, got dtype {arr.dtype}")
+    if arr.shape != (n,):
+        raise ValueError(f"{name}: expected one index per sequence, shape ({n},), got {arr.shape}")
+    out = (arr < 0) | (arr >= T)
+    if np.any(out):
+        i = int(np.argmax(out))
+        raise ValueError(f"{name}: index {int(arr[i])} for sequence {i} is out of range [0, {T})")
+    return arr.astype(np.int64)
+
+
+def mask(m, n: int, name: str) -> np.ndarray:
+    """A boolean mask over sequences, shape (n,)."""
+    arr = np.asarray(m)
+    if arr.dtype != bool:
+        raise TypeError(f"{name}: expected a boolean mask of shape ({n},), got dtype {arr.dtype}")
+    if arr.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},), got {arr.shape}")
+    return arr
+
+
+def positive_int(k, name: str, minimum: int = 1) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{name}: expected an integer, got {type(k).__name__}")
+    if k < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {k}")
+    return int(k)
+
+
+def positive_float(x, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}: expected a number, got {type(x).__name__}")
+    if not np.isfinite(x) or x <= 0:
+        raise ValueError(f"{name}: must be a finite positive number, got {x}")
+    return float(x)

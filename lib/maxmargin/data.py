@@ -1,0 +1,157 @@
+"""The paper's instances (Figures 1-4) and seeded random instance generators.
+
+Every instance is an :class:`Instance` with ``X`` (n, T, d), ``Y`` (n,), ``v`` (d,), ``W`` (d, d) or
+``None``, and the initial prompts ``p0`` (k, d) the paper's figure starts from. In Figures 1, 2 and 4
+``W = diag(1, 1, 0)``: attention sees the first two coordinates, and the third carries the value
+read by ``v = (0, 0, 1)``, so keys and scores can be set independently.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _checks
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A data set for the prompt-attention model, with the paper's initializations."""
+
+    name: str
+    X: np.ndarray
+    Y: np.ndarray
+    v: np.ndarray
+    W: np.ndarray | None
+    p0: np.ndarray
+    v0: np.ndarray | None = None
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(n, T, d)."""
+        return self.X.shape
+
+    @property
+    def scores(self) -> np.ndarray:
+        """(n, T) token scores gamma_it = Y_i v^T x_it."""
+        return self.Y[:, None] * (self.X @ self.v)
+
+    @property
+    def optimal(self) -> np.ndarray:
+        """(n,) index of the highest-score token of each sequence."""
+        return np.argmax(self.scores, axis=1)
+
+
+_ATTEND_FIRST_TWO = np.diag([1.0, 1.0, 0.0])
+_VALUE_AXIS = np.array([0.0, 0.0, 1.0])
+
+
+def fig1(variant: str = "a") -> Instance:
+    """Figure 1: one sequence of three tokens, training p only.
+
+    ``variant="a"`` (global convergence): scores (1, 0.9, 0.9), the non-optimal scores are equal.
+    ``variant="b"`` (local convergence): scores (1, 0.9, 0), so token 1 is locally optimal too.
+    """
+    third = {"a": 0.9, "b": 0.0, "global": 0.9, "local": 0.0}
+    if variant not in third:
+        raise ValueError(f"variant: expected 'a' (global) or 'b' (local), got {variant!r}")
+    X = np.array([[[-0.1, 1.0, 1.0], [1.0, 0.0, 0.9], [0.0, 0.0, third[variant]]]])
+    p0 = np.array([[0.0, y, 0.0] for y in (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)])
+    key = "a" if third[variant] == 0.9 else "b"
+    return Instance(f"fig1{key}", X, np.array([1.0]), _VALUE_AXIS.copy(), _ATTEND_FIRST_TWO.copy(), p0,
+                    notes="n=1, T=3, d=3; tokens x1=(-0.1,1), x2=(1,0), x3=(0,0) in the attended plane")
+
+
+def fig2() -> Instance:
+    """Figure 2: three sequences of seven tokens from the seeded draw ``torch.manual_seed(0)``.
+
+    Token 0 of each sequence is optimal (score 1); the six others all score 0.5 (equal
+    non-optimal scores), so the global-convergence condition holds.
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    X = 0.2 * torch.randn((3, 7, 3), generator=gen, dtype=torch.float32).numpy().astype(np.float64)
+    X[:, 0, :] += [1.0, 0.0, 0.0]
+    X[:, 1:4, :] += [-1.0, 1.0, 0.0]
+    X[:, 4:7, :] += [-0.5, -0.5, 0.0]
+    X[:, 0, 2] = 1.0
+    X[:, 1:, 2] = 0.5
+    p0 = np.array([[x, 0.0, 0.0] for x in (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)])
+    return Instance("fig2", X, np.ones(3), _VALUE_AXIS.copy(), _ATTEND_FIRST_TWO.copy(), p0,
+                    notes="n=3, T=7, d=3; 0.2*randn plus shifts; optimal token 0 in every sequence")
+
+
+def fig3(variant: str = "tight") -> Instance:
+    """Figure 3: joint training of (v, p); n=3, T=2, d=2, W = identity, selected token 1.
+
+    ``"tight"``: every sequence is a support vector of the v-SVM. ``"relaxed"``: the third
+    sequence's selected token moves to (0.5, 1.5), off the v-SVM margin. Starts v0=(-1, 0), p0=(0, -1).
+    """
+    third = {"tight": 1.0, "relaxed": 1.5}
+    if variant not in third:
+        raise ValueError(f"variant: expected 'tight' or 'relaxed', got {variant!r}")
+    selected = np.array([[1.0, 1.0], [1.0, -1.0], [0.5, third[variant]]])
+    X = np.stack([np.zeros((3, 2)), selected], axis=1)
+    return Instance(f"fig3-{variant}", X, np.array([1.0, -1.0, 1.0]), np.array([-1.0, 0.0]), None,
+                    np.array([[0.0, -1.0]]), v0=np.array([-1.0, 0.0]),
+                    notes="token 0 is the origin in every sequence; token 1 is the selected one")
+
+
+def fig4(C: float) -> Instance:
+    """Figure 4 (loss-function effect): n=2, T=2, d=3, token 1 optimal with scores (C, 1).
+
+    Sequence 1 is (0,0,0), (1,1,C); sequence 2 is (0,0,0), (1,-1,1); p starts at 0.
+    """
+    C = _checks.positive_float(C, "C")
+    X = np.array([[[0.0, 0.0, 0.0], [1.0, 1.0, C]], [[0.0, 0.0, 0.0], [1.0, -1.0, 1.0]]])
+    return Instance(f"fig4-C{C:g}", X, np.ones(2), _VALUE_AXIS.copy(), _ATTEND_FIRST_TWO.copy(),
+                    np.zeros((1, 3)), notes="the max-margin direction is (1, 0, 0) for every C")
+
+
+def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = False,
+                    margin: float | None = 0.5, spread: float = 1.0) -> Instance:
+    """A seeded random instance with separate key and value coordinates.
+
+    The first d-1 coordinates are Gaussian keys (scale ``spread``); the last coordinate is the value
+    read by v = e_d through scores in [0, 1); W = diag(1, ..., 1, 0). Token 0 of every sequence is
+    the optimal one (score 1). With ``equal_scores`` every other token scores 0, the
+    equal-non-optimal-score condition of the global theorem. With ``margin`` (not None) the optimal
+    token is moved along a random unit direction until it out-ranks the others by that margin, so the
+    ATT-SVM of the optimal tokens is feasible.
+    """
+    n = _checks.positive_int(n, "n")
+    T = _checks.positive_int(T, "T", minimum=2)
+    d = _checks.positive_int(d, "d", minimum=2)
+    rng = np.random.default_rng(seed)
+    X = np.zeros((n, T, d))
+    X[..., :-1] = spread * rng.standard_normal((n, T, d - 1))
+    X[:, 1:, -1] = 0.0 if equal_scores else rng.uniform(0.0, 0.9, size=(n, T - 1))
+    X[:, 0, -1] = 1.0
+    if margin is not None:
+        q = rng.standard_normal(d - 1)
+        q /= np.linalg.norm(q)
+        gaps = np.einsum("ntk,k->nt", X[:, :1, :-1] - X[:, 1:, :-1], q).min(axis=1)
+        X[:, 0, :-1] += np.maximum(margin - gaps, 0.0)[:, None] * q
+    W = np.diag(np.r_[np.ones(d - 1), 0.0])
+    v = np.zeros(d)
+    v[-1] = 1.0
+    return Instance(f"random-n{n}-T{T}-d{d}-seed{seed}", X, np.ones(n), v, W, np.zeros((1, d)),
+                    notes="keys Gaussian, token 0 optimal" + (", equal non-optimal scores" if equal_scores else ""))
+
+
+def gaussian_instance(n: int, T: int, d: int, seed: int) -> Instance:
+    """A seeded fully Gaussian instance: tokens, v ~ N(0, I), random labels, W = identity.
+
+    No structure is planted, so several token selections may be feasible and locally optimal.
+    """
+    n = _checks.positive_int(n, "n")
+    T = _checks.positive_int(T, "T", minimum=2)
+    d = _checks.positive_int(d, "d")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, T, d))
+    Y = rng.choice([-1.0, 1.0], size=n)
+    v = rng.standard_normal(d)
+    return Instance(f"gaussian-n{n}-T{T}-d{d}-seed{seed}", X, Y, v, None, np.zeros((1, d)))

@@ -1,0 +1,108 @@
+"""Optimal tokens, support tokens, and locally-optimal token selections.
+
+A selection ``alpha`` picks one token per sequence (shape (n,), 0-based). It is *feasible* when some
+prompt p ranks every selected token strictly first, i.e. its ATT-SVM exists. It is *locally optimal*
+when, in addition, each selected token has a strictly higher score than every *support* token of its
+sequence (the tokens whose ATT-SVM constraint is tight): gamma_{i alpha_i} > gamma_it for t in T_i.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _checks
+from .model import scores
+from .svm import SVMResult, att_svm, is_feasible
+
+
+def optimal_indices(X, Y, v) -> np.ndarray:
+    """(n,) index of the highest-score token of each sequence, opt_i = argmax_t gamma_it.
+
+    Raises ``ValueError`` if a sequence has two tokens tied for the highest score.
+    """
+    gamma = scores(X, Y, v)
+    top = np.sort(gamma, axis=1)[:, -2:]
+    tied = np.isclose(top[:, 0], top[:, 1], rtol=0.0, atol=1e-12)
+    if np.any(tied):
+        i = int(np.argmax(tied))
+        raise ValueError(f"X, Y, v: sequence {i} has two tokens tied for the highest score "
+                         f"{top[i, 1]:.6g}; the optimal token is not unique")
+    return np.argmax(gamma, axis=1)
+
+
+def support_tokens(X, alpha, W=None) -> np.ndarray:
+    """(n, T) bool mask of support tokens T_i(alpha): the tight constraints of ATT-SVM(alpha)."""
+    return att_svm(X, alpha, W).support
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One feasible selection with its ATT-SVM and the local-optimality verdict."""
+
+    alpha: tuple[int, ...]
+    svm: SVMResult
+    locally_optimal: bool
+    violations: tuple[tuple[int, int], ...]  # (i, t): support token t scores >= the selected token
+
+
+def check_selection(X, Y, v, alpha, W=None) -> Selection:
+    """Solve ATT-SVM(alpha) and test the local-optimality condition on its support tokens.
+
+    Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible.
+    """
+    X = _checks.tokens(X)
+    n, T, _ = X.shape
+    alpha = _checks.indices(alpha, n, T)
+    gamma = scores(X, Y, v)
+    result = att_svm(X, alpha, W)
+    selected = gamma[np.arange(n), alpha][:, None]
+    bad = result.support & (gamma >= selected)
+    violations = tuple((int(i), int(t)) for i, t in np.argwhere(bad))
+    return Selection(tuple(int(a) for a in alpha), result, not violations, violations)
+
+
+def is_locally_optimal(X, Y, v, alpha, W=None) -> bool:
+    """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible)."""
+    X = _checks.tokens(X)
+    alpha = _checks.indices(alpha, X.shape[0], X.shape[1])
+    if not is_feasible(X, alpha, W):
+        return False
+    return check_selection(X, Y, v, alpha, W).locally_optimal
+
+
+def feasible_selections(X, Y, v, W=None, max_leaves: int = 200_000) -> list[Selection]:
+    """Every feasible selection, each with its ATT-SVM and local-optimality verdict.
+
+    Depth-first over sequences: a partial selection that no prompt can realise on the first k
+    sequences is pruned with all its completions, and tokens that cannot be selected even in their
+    own sequence are never tried. ``max_leaves`` caps the number of full selections examined.
+    """
+    X = _checks.tokens(X)
+    n, T, _ = X.shape
+    scores(X, Y, v)  # validates Y and v before the search
+    selectable = [[t for t in range(T) if is_feasible(X[i:i + 1], [t], W)] for i in range(n)]
+    total = int(np.prod([len(c) for c in selectable], dtype=np.float64))
+    if total > max_leaves:
+        raise ValueError(f"X: {total} candidate selections exceed max_leaves={max_leaves}; "
+                         "use a smaller instance")
+    found: list[Selection] = []
+
+    def extend(prefix: list[int]) -> None:
+        k = len(prefix)
+        if k == n:
+            found.append(check_selection(X, Y, v, prefix, W))
+            return
+        for t in selectable[k]:
+            candidate = prefix + [t]
+            if k == 0 or is_feasible(X[:k + 1], candidate, W):
+                extend(candidate)
+
+    extend([])
+    return found
+
+
+def locally_optimal_indices(X, Y, v, W=None) -> list[tuple[int, ...]]:
+    """All locally-optimal selections of a small instance, as tuples of token indices."""
+    return [s.alpha for s in feasible_selections(X, Y, v, W) if s.locally_optimal]
+

@@ -1,0 +1,249 @@
+"""Gradient descent on the prompt p, on the key-query matrix W, and jointly on (v, p).
+
+Every routine runs many initializations at once as one array program: ``p0`` of shape (B, d)
+gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
+``x <- x - lr * g / (||g|| + eps)`` (each parameter normalized separately, as in the paper's runs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.special import expit
+
+from . import _checks
+from .losses import Loss, get_loss
+from .model import (
+    _attention_from_keys, _contract_tokens, _logit_grad, _loss_derivative, _margins, _queries,
+    _tensor, keys, scores, softmax, self_attention_logits,
+)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A batch of B gradient-descent runs on p over ``steps`` iterations.
+
+    Attributes
+    ----------
+    p : (steps + 1, B, d) iterates, p[0] is the initialization.
+    loss : (steps + 1, B) risk at each iterate.
+    tracked_attention : (steps + 1, B, n) attention weight on token ``tracked[i]`` of sequence i.
+    tracked : (n,) token indices whose attention is recorded (default: the highest-score tokens).
+    final_attention : (B, n, T) attention weights at the last iterate.
+    """
+
+    p: np.ndarray
+    loss: np.ndarray
+    tracked_attention: np.ndarray
+    tracked: np.ndarray
+    final_attention: np.ndarray
+    lr: float
+    normalized: bool
+
+    @property
+    def norms(self) -> np.ndarray:
+        """(steps + 1, B) Euclidean norms of the iterates."""
+        return np.linalg.norm(self.p, axis=-1)
+
+    def cosine(self, direction) -> np.ndarray:
+        """(steps + 1, B) cosine similarity of each iterate with ``direction`` (d,); 0 at p = 0."""
+        return cosine(self.p, direction)
+
+    def selected_tokens(self) -> np.ndarray:
+        """(B, n) index of the token with the largest final attention in each sequence."""
+        return np.argmax(self.final_attention, axis=-1)
+
+
+def cosine(a, b) -> np.ndarray:
+    """Cosine similarity along the last axis, broadcasting; defined as 0 where a vector is 0."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    denom = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    dots = np.sum(a * b, axis=-1)
+    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
+       normalized: bool = False, eps: float = 1e-12, track=None) -> Trajectory:
+    """Gradient descent on the prompt p with v and W fixed, batched over initializations.
+
+    Parameters
+    ----------
+    X, Y, v, W : the instance, shapes (n, T, d), (n,), (d,), (d, d) or None.
+    p0 : (d,) or (B, d) initial prompts; a (d,) start is a batch of one.
+    steps, lr : number of iterations and step size.
+    normalized : divide each gradient by (its norm + eps) before stepping.
+    track : (n,) token indices whose attention to record; default argmax_t gamma_it.
+    """
+    X = _checks.tokens(X)
+    n, T, d = X.shape
+    gamma = scores(X, Y, v)
+    K = keys(X, W)
+    P = _initial_batch(p0, d, "p0")
+    steps = _checks.positive_int(steps, "steps")
+    lr = _checks.positive_float(lr, "lr")
+    eps = _checks.positive_float(eps, "eps")
+    loss = get_loss(loss)
+    tracked = np.argmax(gamma, axis=1) if track is None else _checks.indices(track, n, T, "track")
+    rows = np.arange(n)
+
+    B = P.shape[0]
+    path = np.empty((steps + 1, B, d))
+    margins = np.empty((steps + 1, n, B))
+    attn = np.empty((steps + 1, n, B))
+    K, G, P = _tensor(K), _tensor(gamma[..., None]), _tensor(P.T)
+    flat_tracked = torch.from_numpy(rows * T + tracked)
+    for k in range(steps + 1):
+        path[k] = P.T.numpy()
+        s = _attention_from_keys(K, P)
+        margin, deviation = _margins(s, G)
+        margins[k] = margin.numpy()
+        attn[k] = torch.index_select(s.view(n * T, B), 0, flat_tracked).numpy()
+        if k == steps:
+            break
+        grad = _contract_tokens(_logit_grad(s, deviation, margin, loss, out=s), K)
+        P = P - lr * _step_direction(grad, normalized, eps)
+    risks = np.mean(loss.value(margins), axis=1)
+    final = _attention_from_keys(K, P).permute(2, 0, 1).numpy()
+    return Trajectory(path, risks, attn.transpose(0, 2, 1), tracked, final, lr, normalized)
+
+
+@dataclass(frozen=True)
+class WTrajectory:
+    """A batch of B gradient-descent runs on W: ``W`` is (steps + 1, B, d, d), ``loss`` (steps + 1, B)."""
+
+    W: np.ndarray
+    loss: np.ndarray
+    lr: float
+    normalized: bool
+
+    def cosine(self, direction) -> np.ndarray:
+        """(steps + 1, B) Frobenius cosine of each iterate with the matrix ``direction`` (d, d)."""
+        flat = self.W.reshape(self.W.shape[:2] + (-1,))
+        return cosine(flat, np.asarray(direction, dtype=np.float64).reshape(-1))
+
+
+def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logistic",
+         normalized: bool = False, eps: float = 1e-12) -> WTrajectory:
+    """Gradient descent on the key-query matrix W with fixed queries, batched over initializations.
+
+    ``W0`` is (d, d) or (B, d, d); ``queries`` is (n, d) (one query z_i per sequence) or (d,)
+    (the prompt p shared by every sequence).
+    """
+    X = _checks.tokens(X)
+    n, T, d = X.shape
+    gamma = scores(X, Y, v)
+    Z = _queries(queries, n, d)
+    Wk = np.asarray(W0, dtype=np.float64)
+    if Wk.shape == (d, d):
+        Wk = Wk[None]
+    if Wk.ndim != 3 or Wk.shape[1:] != (d, d):
+        raise ValueError(f"W0: expected shape ({d}, {d}) or (B, {d}, {d}), got {Wk.shape}")
+    _checks.finite(Wk, "W0")
+    steps = _checks.positive_int(steps, "steps")
+    lr = _checks.positive_float(lr, "lr")
+    eps = _checks.positive_float(eps, "eps")
+    loss = get_loss(loss)
+
+    path = np.empty((steps + 1,) + Wk.shape)
+    risks = np.empty((steps + 1, Wk.shape[0]))
+    G, Xt, Zt = _tensor(gamma[..., None]), _tensor(X), _tensor(Z)
+    for k in range(steps + 1):
+        path[k] = Wk
+        s = _tensor(softmax(self_attention_logits(X, Wk, Z)).transpose(1, 2, 0))
+        margin, deviation = _margins(s, G)
+        risks[k] = np.mean(loss.value(margin.numpy()), axis=0)
+        if k == steps:
+            break
+        grad = torch.einsum("ntb,ntd,ne->bde", _logit_grad(s, deviation, margin, loss, out=s), Xt, Zt)
+        flat = _step_direction(grad.reshape(grad.shape[0], -1).T, normalized, eps).T
+        Wk = Wk - lr * flat.reshape(Wk.shape).numpy()
+    return WTrajectory(path, risks, lr, normalized)
+
+
+@dataclass(frozen=True)
+class JointTrajectory:
+    """A batch of B joint runs on (v, p).
+
+    ``v`` and ``p`` are (steps + 1, B, d); ``loss`` and ``probability`` (the mean over sequences of
+    sigmoid(Y_i f(X_i))) are (steps + 1, B); ``tracked_attention`` is (steps + 1, B, n).
+    """
+
+    v: np.ndarray
+    p: np.ndarray
+    loss: np.ndarray
+    probability: np.ndarray
+    tracked_attention: np.ndarray
+    tracked: np.ndarray
+    lr: float
+    normalized: bool
+
+
+def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
+             normalized: bool = True, eps_v: float = 1e-12, eps_p: float = 1e-12,
+             track=None) -> JointTrajectory:
+    """Gradient descent on v and p together, batched over initializations.
+
+    ``v0`` and ``p0`` are (d,) or (B, d) (broadcast against each other). With ``normalized`` the
+    two gradients are normalized separately. ``track`` (n,) are the token indices whose attention is
+    recorded; by default the highest-score tokens under the final v.
+    """
+    X = _checks.tokens(X)
+    n, T, d = X.shape
+    Y = _checks.labels(Y, n)
+    K = keys(X, W)
+    V = _initial_batch(v0, d, "v0")
+    P = _initial_batch(p0, d, "p0")
+    V, P = (np.array(a) for a in np.broadcast_arrays(V, P))
+    steps = _checks.positive_int(steps, "steps")
+    lr = _checks.positive_float(lr, "lr")
+    eps_v = _checks.positive_float(eps_v, "eps_v")
+    eps_p = _checks.positive_float(eps_p, "eps_p")
+    loss = get_loss(loss)
+    rows = np.arange(n)
+
+    B = P.shape[0]
+    vs, ps = np.empty((steps + 1, B, d)), np.empty((steps + 1, B, d))
+    margins = np.empty((steps + 1, n, B))
+    attention = np.empty((steps + 1, n, T, B))
+    Xt, K, Yt, V, P = _tensor(X), _tensor(K), _tensor(Y), _tensor(V.T), _tensor(P.T)
+    for k in range(steps + 1):
+        vs[k], ps[k] = V.T.numpy(), P.T.numpy()
+        gamma = Yt[:, None, None] * torch.einsum("ntd,db->ntb", Xt, V)
+        s = _attention_from_keys(K, P)
+        attention[k] = s.numpy()
+        margin, deviation = _margins(s, gamma)
+        margins[k] = margin.numpy()
+        if k == steps:
+            break
+        weight_v = _loss_derivative(loss, margin) * (Yt / n)[:, None]
+        grad_v = _contract_tokens(s * weight_v[:, None, :], Xt)
+        grad_p = _contract_tokens(_logit_grad(s, deviation, margin, loss), K)
+        V = V - lr * _step_direction(grad_v, normalized, eps_v)
+        P = P - lr * _step_direction(grad_p, normalized, eps_p)
+    V = V.T.numpy()
+    risks = np.mean(loss.value(margins), axis=1)
+    probs = np.mean(expit(margins), axis=1)
+    if track is None:
+        tracked = np.argmax(scores(X, Y, V[0]), axis=1)
+    else:
+        tracked = _checks.indices(track, n, T, "track")
+    return JointTrajectory(vs, ps, risks, probs, attention[:, rows, tracked].transpose(0, 2, 1), tracked,
+                           lr, normalized)
+
+
+def _initial_batch(x0, d: int, name: str) -> np.ndarray:
+    x0 = _checks.batched_vector(x0, d, name)
+    if x0.ndim == 1:
+        return x0[None].copy()
+    if x0.ndim != 2:
+        raise ValueError(f"{name}: expected shape ({d},) or (B, {d}), got {x0.shape}")
+    return x0.copy()
+
+
+def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.Tensor:
+    """The gradient (d, B) itself, or each column divided by (its norm + eps)."""
+    if not normalized:
+        return grad
+    return grad / (torch.linalg.vector_norm(grad, dim=0, keepdim=True) + eps)

@@ -1,0 +1,161 @@
+"""The model's risk and analytic gradients against torch autograd and finite differences."""
+import mpmath
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import maxmargin as mm
+
+LOSS_TORCH = {
+    "logistic": lambda x: torch.nn.functional.softplus(-x),
+    "exponential": lambda x: torch.exp(-x),
+    "correlation": lambda x: -x,
+}
+
+
+def instance(seed, n=5, T=4, d=3, with_W=True):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, T, d))
+    Y = rng.choice([-1.0, 1.0], size=n)
+    v = rng.standard_normal(d)
+    W = rng.standard_normal((d, d)) if with_W else None
+    return X, Y, v, W
+
+
+def torch_risk(X, Y, v, p, W, loss):
+    """The model written directly in torch: an independent implementation for autograd."""
+    X, Y = torch.tensor(X), torch.tensor(Y)
+    Wt = torch.eye(X.shape[2], dtype=torch.float64) if W is None else torch.tensor(W)
+    s = torch.softmax(X @ (Wt @ p), dim=-1)
+    f = (s * (X @ v)).sum(-1)
+    return LOSS_TORCH[loss](Y * f).mean()
+
+
+@pytest.mark.parametrize("loss", sorted(LOSS_TORCH))
+@pytest.mark.parametrize("seed", range(4))
+def test_gradients_match_autograd(loss, seed):
+    X, Y, v, W = instance(seed, with_W=seed % 2 == 0)
+    p = np.random.default_rng(100 + seed).standard_normal(3)
+    pt = torch.tensor(p, requires_grad=True)
+    vt = torch.tensor(v, requires_grad=True)
+    value = torch_risk(X, Y, vt, pt, W, loss)
+    value.backward()
+    assert mm.risk(X, Y, v, p, W, loss) == pytest.approx(value.item(), rel=1e-12)
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W, loss), pt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mm.risk_grad_v(X, Y, v, p, W, loss), vt.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSS_TORCH))
+def test_gradient_matches_finite_differences(loss):
+    X, Y, v, W = instance(7)
+    p = np.array([0.3, -0.8, 0.5])
+    h = 1e-6
+    fd = np.array([(mm.risk(X, Y, v, p + h * e, W, loss) - mm.risk(X, Y, v, p - h * e, W, loss)) / (2 * h)
+                   for e in np.eye(3)])
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W, loss), fd, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("shared_query", [True, False])
+def test_W_gradient_matches_autograd(shared_query):
+    X, Y, v, _ = instance(3)
+    rng = np.random.default_rng(5)
+    W = rng.standard_normal((3, 3))
+    Z = rng.standard_normal(3) if shared_query else rng.standard_normal((5, 3))
+    Wt = torch.tensor(W, requires_grad=True)
+    Zt = torch.tensor(np.broadcast_to(Z, (5, 3)).copy())
+    logits = torch.einsum("ntd,de,ne->nt", torch.tensor(X), Wt, Zt)
+    f = (torch.softmax(logits, -1) * torch.tensor(X @ v)).sum(-1)
+    risk = torch.nn.functional.softplus(-torch.tensor(Y) * f).mean()
+    risk.backward()
+    assert mm.risk_W(X, Y, v, W, Z) == pytest.approx(risk.item(), rel=1e-12)
+    np.testing.assert_allclose(mm.risk_grad_W(X, Y, v, W, Z), Wt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    if shared_query:  # rank one: grad_W = g p^T with g the gradient in u = W p
+        assert np.linalg.svd(mm.risk_grad_W(X, Y, v, W, Z), compute_uv=False)[1] < 1e-12
+
+
+def test_margin_is_attention_weighted_score():
+    """Y_i f(X_i) = sum_t s_it gamma_it."""
+    X, Y, v, W = instance(11)
+    p = np.array([1.0, 2.0, -0.5])
+    lhs = Y * mm.predict(X, v, p, W)
+    rhs = np.sum(mm.attention(X, p, W) * mm.scores(X, Y, v), axis=-1)
+    np.testing.assert_allclose(lhs, rhs, rtol=1e-13)
+
+
+def test_batch_axes_are_kept_and_match_single_calls():
+    X, Y, v, W = instance(2)
+    P = np.random.default_rng(0).standard_normal((2, 3, 3))
+    risks, grads = mm.risk(X, Y, v, P, W), mm.risk_grad(X, Y, v, P, W)
+    attn = mm.attention(X, P, W)
+    assert risks.shape == (2, 3) and grads.shape == (2, 3, 3) and attn.shape == (2, 3, 5, 4)
+    for idx in np.ndindex(2, 3):
+        assert risks[idx] == pytest.approx(mm.risk(X, Y, v, P[idx], W), rel=1e-14)
+        np.testing.assert_allclose(grads[idx], mm.risk_grad(X, Y, v, P[idx], W), rtol=1e-13)
+        np.testing.assert_allclose(attn[idx], mm.attention(X, P[idx], W), rtol=1e-13)
+
+
+MP_LOSS_DERIVATIVE = {
+    "logistic": lambda z: -1 / (1 + mpmath.exp(z)),
+    "exponential": lambda z: -mpmath.exp(-z),
+    "correlation": lambda z: mpmath.mpf(-1),
+}
+
+
+def high_precision_grad(X, Y, v, p, W, loss):
+    """grad_p L in arbitrary precision (mpmath), straight from the formula: the reference.
+
+    The precision grows with the logit spread, so that z_i - gamma_it keeps ~50 digits even when
+    attention weights are as small as exp(-spread).
+    """
+    K = X @ (np.eye(X.shape[2]) if W is None else W)
+    spread = np.ptp(K @ p, axis=-1).max()
+    with mpmath.workdps(50 + int(spread / np.log(10))):
+        grad = [mpmath.mpf(0)] * X.shape[2]
+        for Xi, Ki, yi in zip(X, K, Y):
+            logit = [mpmath.fsum(mpmath.mpf(a) * mpmath.mpf(b) for a, b in zip(k, p)) for k in Ki]
+            top = max(logit)
+            e = [mpmath.exp(l - top) for l in logit]
+            s = [x / mpmath.fsum(e) for x in e]
+            gamma = [mpmath.mpf(yi) * mpmath.fsum(mpmath.mpf(a) * mpmath.mpf(b) for a, b in zip(x, v)) for x in Xi]
+            z = mpmath.fsum(a * b for a, b in zip(s, gamma))
+            weight = MP_LOSS_DERIVATIVE[loss](z) / len(Y)
+            for j in range(X.shape[2]):
+                grad[j] += weight * mpmath.fsum(st * (g - z) * mpmath.mpf(k[j]) for st, g, k in zip(s, gamma, Ki))
+        return np.array([float(g) for g in grad])
+
+
+@pytest.mark.parametrize("norm", [1e1, 1e2, 1e3, 1e4])
+@pytest.mark.parametrize("loss", sorted(LOSS_TORCH))
+def test_large_norm_prompts_stay_finite_and_accurate(norm, loss):
+    """Directional convergence sends norm(p) to infinity: risk and gradient must stay finite and
+    the gradient accurate (relative 1e-8 per entry, against arbitrary-precision arithmetic) even when
+    attention is one-hot to machine precision."""
+    X, Y, v, W = instance(4)
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        direction = rng.standard_normal(3)
+        p = norm * direction / np.linalg.norm(direction)
+        value, grad = mm.risk(X, Y, v, p, W, loss), mm.risk_grad(X, Y, v, p, W, loss)
+        assert np.isfinite(value) and np.all(np.isfinite(grad))
+        np.testing.assert_allclose(grad, high_precision_grad(X, Y, v, p, W, loss), rtol=1e-8, atol=1e-300)
+
+
+def test_optimal_risk_is_a_strict_lower_bound_on_fig2():
+    """The optimal-risk lemma: L(p) > L* = mean loss(gamma_opt) for every finite p (check C7)."""
+    inst = mm.data.fig2()
+    L_star = mm.optimal_risk(inst.X, inst.Y, inst.v)
+    assert L_star == pytest.approx(np.log1p(np.exp(-1.0)), abs=1e-7)
+    P = np.random.default_rng(0).uniform(-10, 10, size=(2000, 3))
+    assert np.all(mm.risk(inst.X, inst.Y, inst.v, P, inst.W) > L_star)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.floats(0.0, 50.0))
+def test_margin_lies_between_min_and_max_score(seed, scale):
+    X, Y, v, W = instance(seed, n=3, T=4, d=3)
+    p = scale * np.random.default_rng(seed).standard_normal(3)
+    margins = Y * mm.predict(X, v, p, W)
+    gamma = mm.scores(X, Y, v)
+    assert np.all(margins <= gamma.max(axis=1) + 1e-12) and np.all(margins >= gamma.min(axis=1) - 1e-12)
+    assert mm.risk(X, Y, v, p, W) >= mm.optimal_risk(X, Y, v) - 1e-15
