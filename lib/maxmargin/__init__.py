@@ -4,7 +4,7 @@
 Import it as ``import maxmargin as mm``. Shapes: X (n, T, d), Y (n,), v (d,), W (d, d) or None,
 p (..., d). Token indices are 0-based.
 """
-from . import data
+from . import data, explore, plots
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
     attention, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W,
