@@ -15,7 +15,8 @@ from .optimality import (
     optimal_indices, support_tokens,
 )
 from .svm import (
-    SVMResult, att_svm, att_svm_problem, is_feasible, set_svm, v_svm, w_svm,
+    SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem, is_feasible, set_svm,
+    set_svm_problem, v_svm, v_svm_problem, w_svm, w_svm_problem,
 )
 from .train import JointTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_W
 
