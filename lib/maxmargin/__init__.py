@@ -11,8 +11,8 @@ from .model import (
     risk_W, scores, self_attention_logits, softmax,
 )
 from .optimality import (
-    Selection, check_selection, feasible_selections, is_locally_optimal, locally_optimal_indices,
-    optimal_indices, support_tokens,
+    Selection, SelectionCensus, check_selection, feasible_selections, is_locally_optimal,
+    locally_optimal_indices, optimal_indices, selection_census, support_tokens,
 )
 from .svm import (
     SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem, is_feasible, set_svm,

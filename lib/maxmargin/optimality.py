@@ -106,3 +106,62 @@ def locally_optimal_indices(X, Y, v, W=None) -> list[tuple[int, ...]]:
     """All locally-optimal selections of a small instance, as tuples of token indices."""
     return [s.alpha for s in feasible_selections(X, Y, v, W) if s.locally_optimal]
 
+
+
+# --- chapter 02 additions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelectionCensus:
+    """Counts of the selections of one instance (see :func:`selection_census`).
+
+    Attributes
+    ----------
+    total : T**n, the number of selections.
+    feasible : selections whose ATT-SVM exists.
+    locally_optimal : tuples of the locally-optimal selections.
+    global_selection : (n,) tuple opt_i = argmax_t gamma_it.
+    global_feasible : whether ATT-SVM(opt) exists.
+    """
+
+    total: int
+    feasible: int
+    locally_optimal: tuple[tuple[int, ...], ...]
+    global_selection: tuple[int, ...]
+    global_feasible: bool
+
+    @property
+    def n_locally_optimal(self) -> int:
+        """Number of locally-optimal selections."""
+        return len(self.locally_optimal)
+
+    @property
+    def global_is_locally_optimal(self) -> bool:
+        """Whether opt is among the locally-optimal selections."""
+        return self.global_selection in self.locally_optimal
+
+
+def selection_census(X, Y, v, W=None, max_leaves: int = 200_000) -> SelectionCensus:
+    """Enumerate the selections of a small instance and count the feasible and locally-optimal ones.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens; Y : (n,) labels; v : (d,) head; W : (d, d) or None.
+    max_leaves : cap passed to :func:`feasible_selections`.
+
+    Returns
+    -------
+    SelectionCensus
+        ``global_selection`` is opt = argmax of the scores (``ValueError`` on a tie).
+    """
+    X = _checks.tokens(X)
+    n, T, _ = X.shape
+    opt = tuple(int(t) for t in optimal_indices(X, Y, v))
+    found = feasible_selections(X, Y, v, W, max_leaves=max_leaves)
+    return SelectionCensus(
+        total=T ** n,
+        feasible=len(found),
+        locally_optimal=tuple(s.alpha for s in found if s.locally_optimal),
+        global_selection=opt,
+        global_feasible=any(s.alpha == opt for s in found),
+    )

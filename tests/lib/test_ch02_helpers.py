@@ -1,0 +1,122 @@
+"""Chapter 02 helpers: the selection census (against brute force), the cone and selection plots,
+the error-bar helper and the Fig. 1 explorer."""
+from __future__ import annotations
+
+import itertools
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.patches import Wedge  # noqa: E402
+
+import maxmargin as mm  # noqa: E402
+from maxmargin import explore, plots  # noqa: E402
+from maxmargin.optimality import selection_census  # noqa: E402
+
+
+def brute_force(X, Y, v, W=None):
+    """Every selection in T**n, tested one by one with the public single-selection functions."""
+    n, T, _ = X.shape
+    feasible, local = 0, []
+    for alpha in itertools.product(range(T), repeat=n):
+        if mm.is_feasible(X, list(alpha), W):
+            feasible += 1
+            if mm.is_locally_optimal(X, Y, v, list(alpha), W):
+                local.append(alpha)
+    return feasible, tuple(local)
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 3), (2, 3, 2), (2, 4, 3), (3, 3, 3)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_census_matches_brute_force(shape, seed):
+    inst = mm.data.gaussian_instance(*shape, seed=seed)
+    census = selection_census(inst.X, inst.Y, inst.v, inst.W)
+    feasible, local = brute_force(inst.X, inst.Y, inst.v, inst.W)
+    assert census.total == shape[1] ** shape[0]
+    assert census.feasible == feasible
+    assert sorted(census.locally_optimal) == sorted(local)
+    opt = tuple(int(t) for t in np.argmax(mm.scores(inst.X, inst.Y, inst.v), axis=1))
+    assert census.global_selection == opt
+    assert census.global_feasible == mm.is_feasible(inst.X, list(opt), inst.W)
+    if census.global_feasible:  # the global selection beats every token, so it is locally optimal
+        assert census.global_is_locally_optimal
+
+
+def test_census_fig1():
+    a = selection_census(*(lambda i: (i.X, i.Y, i.v, i.W))(mm.data.fig1("a")))
+    b = selection_census(*(lambda i: (i.X, i.Y, i.v, i.W))(mm.data.fig1("b")))
+    assert (a.feasible, a.locally_optimal) == (3, ((0,),))
+    assert (b.feasible, b.locally_optimal, b.n_locally_optimal) == (3, ((0,), (1,)), 2)
+
+
+def test_census_bad_input():
+    inst = mm.data.fig1("a")
+    with pytest.raises(ValueError, match="Y"):
+        selection_census(inst.X, np.array([2.0]), inst.v, inst.W)
+    X = inst.X.copy()
+    X[0, 2, 2] = 1.0  # x3 ties x1 for the highest score
+    with pytest.raises(ValueError, match="tied"):
+        selection_census(X, inst.Y, inst.v, inst.W)
+
+
+def test_cone_wedge_angles():
+    fig, ax = plt.subplots()
+    ax.set_xlim(-2, 2)
+    ax.set_ylim(-2, 2)
+    plots.cone(ax, [0.0, 1.0, 0.0], 10.0, radius=3.0)
+    (wedge,) = [p for p in ax.patches if isinstance(p, Wedge)]
+    assert wedge.theta1 == pytest.approx(80.0) and wedge.theta2 == pytest.approx(100.0)
+    assert wedge.r == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="half_angle"):
+        plots.cone(ax, [1.0, 0.0], 0.0)
+    with pytest.raises(ValueError, match="direction"):
+        plots.cone(ax, [0.0, 0.0, 1.0], 5.0)
+    plt.close(fig)
+
+
+def test_selection_directions_styles():
+    inst = mm.data.fig1("a")
+    found = mm.feasible_selections(inst.X, inst.Y, inst.v, inst.W)
+    fig, ax = plt.subplots()
+    plots.selection_directions(ax, inst.X[0, :, :2], found, scores=inst.scores[0], optimal=0)
+    lines = ax.get_lines()
+    assert len(lines) == 3  # one ray per feasible selection
+    styles = [line.get_linestyle() for line in lines]
+    assert styles == ["-", ":", ":"]  # only x1 is locally optimal in Fig. 1a
+    end = lines[1].get_xydata()[-1]
+    assert end / np.linalg.norm(end) == pytest.approx([1.0, 0.0])  # p_mm(x2) = (1, 0, 0)
+    with pytest.raises(ValueError, match="points"):
+        plots.selection_directions(ax, inst.X[0], found)
+    plt.close(fig)
+
+
+def test_mean_with_error():
+    fig, ax = plt.subplots()
+    samples = np.array([[1.0, 3.0], [2.0, 2.0]])
+    plots.mean_with_error(ax, [0, 1], samples)
+    line = ax.get_lines()[0]
+    assert line.get_ydata() == pytest.approx([2.0, 2.0])
+    with pytest.raises(ValueError, match="samples"):
+        plots.mean_with_error(ax, [0, 1, 2], samples)
+    plt.close(fig)
+
+
+def test_fig1_moved_and_explorer():
+    assert np.array_equal(explore.fig1_moved(0.9).X, mm.data.fig1("a").X)
+    assert np.array_equal(explore.fig1_moved(0.0).X, mm.data.fig1("b").X)
+    with pytest.raises(ValueError, match="x2"):
+        explore.fig1_moved(0.0, (1.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match="x3_score"):
+        explore.fig1_moved(np.nan)
+    fig, ax = plt.subplots()
+    found = explore.fig1_local_optima(ax, x3_score=0.0)
+    assert [s.alpha for s in found if s.locally_optimal] == [(0,), (1,)]
+    assert "x1, x2" in ax.get_title()
+    ax.clear()
+    found = explore.fig1_local_optima(ax, x3_score=0.0, x2_x=-0.05, x2_y=0.5)  # x2 on segment x1-x3
+    assert [s.alpha for s in found] == [(0,), (2,)]
+    assert "infeasible: {x2}" in ax.get_title()
+    plt.close(fig)
