@@ -4,12 +4,13 @@
 Import it as ``import maxmargin as mm``. Shapes: X (n, T, d), Y (n,), v (d,), W (d, d) or None,
 p (..., d). Token indices are 0-based.
 """
-from . import data, explore, plots
+from . import data, explore, paths, plots
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
     attention, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W,
     risk_W, scores, self_attention_logits, softmax,
 )
+from .paths import local_regularization_path, regularization_path
 from .optimality import (
     Selection, SelectionCensus, check_selection, feasible_selections, is_locally_optimal,
     locally_optimal_indices, optimal_indices, selection_census, support_tokens,

@@ -8,6 +8,8 @@ token score is ``gamma_it = Y_i v^T x_it``, and ``Y_i f(X_i) = sum_t s_it gamma_
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
@@ -132,6 +134,25 @@ def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
 # They work on float64 torch tensors in a batch-last layout: attention is (n, T, B) and prompts
 # are (d, B), so the softmax reductions over T run on contiguous rows of B values and the batched
 # matmuls are single BLAS calls. Losses stay numpy functions of the (n, B) margins.
+
+PARALLEL_WORK = 1 << 15  # array elements per step below which one torch thread is fastest
+
+
+@contextmanager
+def _threads_for(work: int):
+    """Run torch single-threaded inside the block when a step touches fewer than PARALLEL_WORK
+    elements (a thread pool only adds overhead there, and contention on a busy machine),
+    then restore the caller's setting. Large batches keep torch's default threads."""
+    if work >= PARALLEL_WORK:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
 
 def _tensor(a) -> torch.Tensor:
     """A float64 CPU tensor (a contiguous copy of ``a`` when needed)."""

@@ -167,10 +167,347 @@ def token_legend(ax, extra=(), loc="best"):
 
 # --- chapter 01: the attention model -----------------------------------------------------------
 
+_LOSS_TEX = {"logistic": r"$\log(1+e^{-x})$", "exponential": r"$e^{-x}$", "correlation": r"$-x$"}
+
+
+def loss_curves(axes, x=None, names=("logistic", "exponential", "correlation")):
+    """Margin losses l(x) in ``axes[0]`` and their derivatives l'(x) in ``axes[1]``.
+
+    axes : two Axes; x : (m,) margins, default 241 points in [-3, 3]; names : losses known to
+    :func:`maxmargin.get_loss`. Returns ``axes``.
+    """
+    from .losses import get_loss
+
+    if len(axes) != 2:
+        raise ValueError(f"axes: expected two Axes (values, derivatives), got {len(axes)}")
+    x = np.linspace(-3.0, 3.0, 241) if x is None else np.asarray(x, dtype=float)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"x: expected a 1-D array of at least two margins, got shape {x.shape}")
+    for name, color in zip(names, [BLUE, VERMILLION, GREEN, ORANGE, PURPLE]):
+        loss = get_loss(name)
+        tex = _LOSS_TEX.get(loss.name, loss.formula)
+        axes[0].plot(x, loss.value(x), color=color, label=f"{loss.name} {tex}")
+        axes[1].plot(x, loss.derivative(x), color=color, label=loss.name)
+    axes[0].set(xlabel=r"margin $x = Y f(X)$", ylabel=r"$\ell(x)$", ylim=(-3, 6), title="loss")
+    axes[1].set(xlabel=r"margin $x = Y f(X)$", ylabel=r"$\ell'(x)$", ylim=(-4, 0.5),
+                title="derivative")
+    for ax in axes:
+        ax.axhline(0, color="#999999", lw=0.8, zorder=1)
+    axes[0].legend(loc="upper right")
+    return axes
+
+
+def attention_bars(ax, s, labels=None, optimal=None, color=BLUE, annotate=True):
+    """Bar chart of one sequence's attention weights.
+
+    s : (T,) softmax weights; labels : T tick labels (default x1..xT); optimal : index of the
+    optimal token, drawn in the global-optimum colour. Returns ``ax``.
+    """
+    s = np.asarray(s, dtype=float)
+    if s.ndim != 1:
+        raise ValueError(f"s: expected the (T,) attention weights of one sequence, got shape {s.shape}")
+    labels = [f"$x_{t + 1}$" for t in range(s.size)] if labels is None else list(labels)
+    if len(labels) != s.size:
+        raise ValueError(f"labels: expected {s.size} labels, got {len(labels)}")
+    colors = [GLOBAL_COLOR if optimal is not None and t == optimal else color for t in range(s.size)]
+    ax.bar(range(s.size), s, color=colors, width=0.7, zorder=3)
+    ax.set_xticks(range(s.size), labels)
+    ax.set_ylim(0, 1.12)
+    ax.grid(axis="x", visible=False)
+    if annotate:
+        for t, value in enumerate(s):
+            ax.annotate(f"{value:.2f}", (t, value), xytext=(0, 2), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)
+    return ax
+
+
+def risk_gap_grid(X, Y, v, W=None, loss="logistic", extent=(-4.0, 8.0, -3.0, 7.0),
+                  resolution: int = 161):
+    """The excess risk L(p) - L* over a grid of prompts in the plane of p's first two coordinates.
+
+    The other coordinates of p are 0. ``extent`` is (p1_min, p1_max, p2_min, p2_max).
+    Returns (p1 (r,), p2 (r,), gap (r, r)) with gap[j, k] at p = (p1[k], p2[j], 0, ...).
+    """
+    from . import _checks
+    from .model import optimal_risk, risk
+
+    X = _checks.tokens(X)
+    if X.shape[2] < 2:
+        raise ValueError(f"X: the prompt plane needs d >= 2, got d={X.shape[2]}")
+    extent = np.asarray(extent, dtype=float)
+    if extent.shape != (4,) or not np.all(np.isfinite(extent)) or extent[0] >= extent[1] \
+            or extent[2] >= extent[3]:
+        raise ValueError(f"extent: expected finite (p1_min, p1_max, p2_min, p2_max) with min < max, "
+                         f"got {extent.tolist()}")
+    resolution = _checks.positive_int(resolution, "resolution", minimum=2)
+    p1 = np.linspace(extent[0], extent[1], resolution)
+    p2 = np.linspace(extent[2], extent[3], resolution)
+    P = np.zeros((resolution, resolution, X.shape[2]))
+    P[..., 0], P[..., 1] = np.meshgrid(p1, p2)
+    gap = risk(X, Y, v, P, W=W, loss=loss) - optimal_risk(X, Y, v, loss=loss)
+    return p1, p2, gap
+
+
+def risk_gap_map(ax, grid, floor: float = 1e-12, levels: int = 14):
+    """Filled contours of log10(L(p) - L*) from :func:`risk_gap_grid`; returns the contour set."""
+    p1, p2, gap = grid
+    logs = np.log10(np.maximum(gap, floor))
+    filled = ax.contourf(p1, p2, logs, levels=levels, cmap="viridis", zorder=0)
+    ax.contour(p1, p2, logs, levels=filled.levels, colors="white", linewidths=0.3, alpha=0.5, zorder=1)
+    ax.set(xlabel="$p_1$", ylabel="$p_2$", xlim=(p1[0], p1[-1]), ylim=(p2[0], p2[-1]))
+    ax.set_aspect("equal")
+    ax.grid(False)
+    return filled
+
+
+def excess_risk_along_rays(ax, X, Y, v, directions, W=None, radii=None, labels=None, colors=None,
+                           loss="logistic"):
+    """Excess risk L(R u) - L* against R for unit directions u, on a log scale.
+
+    directions : (k, d) directions (normalised here); radii : (m,) values of R, default 0..20.
+    Returns (ax, gaps (k, m)).
+    """
+    from .model import optimal_risk, risk
+
+    U = np.asarray(directions, dtype=float)
+    if U.ndim != 2:
+        raise ValueError(f"directions: expected shape (k, d), got {U.shape}")
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("directions: every direction must be non-zero")
+    radii = np.linspace(0.0, 20.0, 81) if radii is None else np.asarray(radii, dtype=float)
+    gaps = risk(X, Y, v, radii[None, :, None] * (U / norms)[:, None, :], W=W, loss=loss) \
+        - optimal_risk(X, Y, v, loss=loss)
+    colors = PALETTE if colors is None else colors
+    for k in range(U.shape[0]):
+        ax.semilogy(radii, np.maximum(gaps[k], 1e-17), color=colors[k % len(colors)],
+                    label=None if labels is None else labels[k])
+    ax.set(xlabel=r"$R = \|p\|$", ylabel=r"$L(Ru) - L_\star$")
+    return ax, gaps
+
+
 # --- chapter 02: locally-optimal tokens --------------------------------------------------------
+
+
+def cone(ax, direction, half_angle, radius=None, color=LOCAL_COLOR, alpha=0.18, label=None):
+    """Shade the 2-D cone of directions within ``half_angle`` degrees of ``direction``.
+
+    direction : (>= 2,) vector, its first two coordinates are used; half_angle : degrees in
+    (0, 180); radius : length of the wedge (default: to the axes' edge). Returns ``ax``.
+    """
+    from matplotlib.patches import Wedge
+
+    u = np.asarray(direction, dtype=float)
+    if u.ndim != 1 or u.shape[0] < 2 or not np.all(np.isfinite(u)) or not np.any(u[:2]):
+        raise ValueError(f"direction: expected a finite vector with a nonzero 2-D part, got {direction!r}")
+    if not np.isfinite(half_angle) or not 0 < half_angle < 180:
+        raise ValueError(f"half_angle: expected degrees in (0, 180), got {half_angle!r}")
+    if radius is None:
+        x0, x1 = ax.get_xlim()
+        y0, y1 = ax.get_ylim()
+        radius = 2 * np.hypot(max(abs(x0), abs(x1)), max(abs(y0), abs(y1)))
+    centre = np.degrees(np.arctan2(u[1], u[0]))
+    ax.add_patch(Wedge((0.0, 0.0), radius, centre - half_angle, centre + half_angle, color=color,
+                       alpha=alpha, lw=0, label=label, zorder=1))
+    return ax
+
+
+def selection_directions(ax, points, selections, names=None, scores=None, optimal=None,
+                         length=1.5):
+    """One sequence's tokens and the ATT-SVM direction of each of its feasible selections.
+
+    points : (T, 2) tokens in the attended plane; selections : list of ``mm.Selection`` of a
+    one-sequence instance (e.g. from ``mm.feasible_selections``); names : T token names;
+    scores : (T,) token scores, written next to the names; optimal : index of the highest-score
+    token (drawn as a star). A locally-optimal selection's direction is solid (vermillion for the
+    optimal token, blue otherwise); a feasible one that is not locally optimal is grey and dotted.
+    Each ray has unit direction and ``length`` and is labelled with the selected token's name.
+    Returns ``ax``.
+    """
+    points = np.asarray(points, dtype=float)
+    if points.ndim != 2 or points.shape[1] != 2:
+        raise ValueError(f"points: expected shape (T, 2), got {points.shape}")
+    T = len(points)
+    names = [f"x{t + 1}" for t in range(T)] if names is None else list(names)
+    if len(names) != T:
+        raise ValueError(f"names: expected {T} names, got {len(names)}")
+    if scores is not None and np.shape(scores) != (T,):
+        raise ValueError(f"scores: expected shape ({T},), got {np.shape(scores)}")
+    for sel in selections:
+        if len(sel.alpha) != 1:
+            raise ValueError(f"selections: expected one-sequence selections, got alpha={sel.alpha}")
+        t = sel.alpha[0]
+        u = np.asarray(sel.svm.direction, dtype=float)[:2]
+        u = u / np.linalg.norm(u)
+        if sel.locally_optimal:
+            color, style = (GLOBAL_COLOR if t == optimal else LOCAL_COLOR), "-"
+        else:
+            color, style = PATH_COLOR, ":"
+        ax.plot([0, length * u[0]], [0, length * u[1]], style, color=color, lw=2.2, zorder=3)
+        ax.annotate(f"$p^{{mm}}$({names[t]})", length * u, xytext=8 * u, textcoords="offset points",
+                    color=color, fontsize=9, ha="left" if u[0] > 0.3 else ("right" if u[0] < -0.3 else "center"),
+                    va="bottom" if u[1] > 0.3 else ("top" if u[1] < -0.3 else "center"))
+    text = names if scores is None else [f"{a}: {g:.3g}" for a, g in zip(names, scores)]
+    tokens(ax, points, optimal=optimal, labels=text, size=110)
+    ax.set_aspect("equal", adjustable="box")
+    return ax
+
+
+def mean_with_error(ax, x, samples, color=None, label=None, marker="o"):
+    """Mean over seeds with standard-error bars.
+
+    x : (k,) settings; samples : (k, S) one value per setting and seed (S >= 2). The bar is
+    std(ddof=1) / sqrt(S). Returns ``ax``.
+    """
+    x = np.asarray(x, dtype=float)
+    samples = np.asarray(samples, dtype=float)
+    if samples.ndim != 2 or samples.shape[0] != x.shape[0] or samples.shape[1] < 2:
+        raise ValueError(f"samples: expected shape ({x.shape[0]}, S) with S >= 2, got {samples.shape}")
+    mean = samples.mean(axis=1)
+    se = samples.std(axis=1, ddof=1) / np.sqrt(samples.shape[1])
+    ax.errorbar(x, mean, yerr=se, color=color, label=label, marker=marker, capsize=3, lw=1.6)
+    return ax
 
 # --- chapter 03: gradient descent to the SVM ---------------------------------------------------
 
+
+def selection_map(ax, xs, ys, selected, names, colors=None, alpha: float = 0.4, equal: bool = True):
+    """Colour a grid of starting points by the token gradient descent ends up selecting.
+
+    xs : (a,) and ys : (b,) grid coordinates (the attended plane); selected : (b, a) int labels in
+    ``range(len(names))`` (row j is ``ys[j]``); names : legend text per label; colors : one
+    colour per label (default: vermillion, blue, green, ...); equal : equal axis scales (a plane
+    of prompts); False for other coordinates. Returns (ax, legend patches).
+    """
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.patches import Patch
+
+    xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    selected = np.asarray(selected)
+    if selected.shape != (len(ys), len(xs)):
+        raise ValueError(f"selected: expected shape ({len(ys)}, {len(xs)}), got {selected.shape}")
+    k = len(names)
+    if selected.size and (selected.min() < 0 or selected.max() >= k):
+        raise ValueError(f"selected: labels must lie in [0, {k}), got {selected.min()}..{selected.max()}")
+    colors = list(colors) if colors is not None else [GLOBAL_COLOR, LOCAL_COLOR, GREEN, ORANGE, PURPLE][:k]
+    if len(colors) < k:
+        raise ValueError(f"colors: need {k} colours, got {len(colors)}")
+    cmap = ListedColormap(colors[:k])
+    ax.pcolormesh(xs, ys, selected, cmap=cmap, norm=BoundaryNorm(np.arange(k + 1) - 0.5, k),
+                  alpha=alpha, shading="nearest", zorder=0, rasterized=True)
+    ax.set_xlim(xs[0], xs[-1])
+    ax.set_ylim(ys[0], ys[-1])
+    if equal:
+        ax.set_aspect("equal")
+    handles = [Patch(color=colors[j], alpha=alpha, label=names[j]) for j in range(k)]
+    return ax, handles
+
+
+def quantile_curves(ax, x, values, color=None, label=None, q=(0.1, 0.9), lw=1.8):
+    """Median of ``values`` (steps, runs) against ``x`` with a band between the quantiles ``q``.
+
+    Suited to log axes, where a mean is dominated by the largest run. Returns ``ax``.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[0] != len(x):
+        raise ValueError(f"values: expected shape ({len(x)}, runs), got {values.shape}")
+    line, = ax.plot(x, np.median(values, axis=1), color=color, label=label, lw=lw)
+    lo, hi = np.quantile(values, q, axis=1)
+    ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+    return ax
+
+
+def signed_log_map(ax, xs, ys, values, linthresh: float = 1e-8, vmax: float | None = None):
+    """Heat map of a signed quantity on a grid with a symmetric log scale (blue > 0, red < 0).
+
+    xs : (a,), ys : (b,), values : (b, a). Values with magnitude below ``linthresh`` are drawn
+    (near-)white. Returns the mappable, for ``fig.colorbar``.
+    """
+    from matplotlib.colors import SymLogNorm
+
+    values = np.asarray(values, dtype=float)
+    if values.shape != (len(ys), len(xs)):
+        raise ValueError(f"values: expected shape ({len(ys)}, {len(xs)}), got {values.shape}")
+    vmax = float(np.max(np.abs(values))) if vmax is None else float(vmax)
+    norm = SymLogNorm(linthresh=linthresh, vmin=-vmax, vmax=vmax, base=10)
+    mesh = ax.pcolormesh(xs, ys, values, cmap="RdBu", norm=norm, shading="nearest", rasterized=True)
+    ax.set_aspect("equal")
+    return mesh
+
 # --- chapter 04: regularization paths ----------------------------------------------------------
 
+
+def regularization_path(ax, points, radii=None, color=PURPLE, label="regularization path",
+                        annotate: bool = True, marker="o"):
+    """Path points p_bar(R), (k, >= 2), as markers joined by a line; ``radii`` (k,) label them."""
+    P = np.asarray(points, dtype=float)[:, :2]
+    ax.plot(P[:, 0], P[:, 1], "-", color=color, lw=1.4, alpha=0.8, zorder=5)
+    ax.scatter(P[:, 0], P[:, 1], s=36, marker=marker, color=color, edgecolors="white", linewidths=0.8,
+               zorder=6, label=label)
+    if annotate and radii is not None:
+        for R, (x, y) in zip(radii, P):
+            ax.annotate(f"R={R:g}", (x, y), xytext=(5, -12), textcoords="offset points", fontsize=8,
+                        color=color)
+    return ax
+
+
+def loss_effect(ax, runs, color, label=None, dashed=(100.0,), alpha_step: float = 0.09):
+    """Fig. 4 style paths: ``runs`` maps C to a (steps + 1, >= 2) path; solid lines whose alpha
+    grows with C (0.09 (j + 1) for the j-th smallest C), dashed for the C values in ``dashed``."""
+    solid = sorted(C for C in runs if C not in dashed)
+    for j, C in enumerate(solid):
+        P = np.asarray(runs[C], dtype=float)
+        ax.plot(P[:, 0], P[:, 1], "-", color=color, alpha=min(1.0, alpha_step * (j + 1)), lw=1.8,
+                label=label if j == len(solid) - 1 else None)
+    for C in sorted(c for c in runs if c in dashed):
+        P = np.asarray(runs[C], dtype=float)
+        ax.plot(P[:, 0], P[:, 1], "--", color=color, lw=1.8, label=None if label is None else f"{label}, C={C:g}")
+    return ax
+
 # --- chapter 05: joint training ----------------------------------------------------------------
+
+FIG3_WINDOW = ((-2.0, 15.0), (-3.0, 12.0))
+
+
+def joint_paths(ax, v_path, p_path, p_dir, v_dir, X=None, full_dir=None, arrow_every: int = 10,
+                window=FIG3_WINDOW, legend: bool = True):
+    """One panel of Fig. 3: the paths of p (vermillion) and v (blue) with the SVM directions.
+
+    v_path, p_path : (steps + 1, 2) iterates of one joint run (e.g. ``run.v[:200, 0]``);
+    p_dir : (2,) the relaxed p-SVM direction (red dashed); v_dir : (2,) the v-SVM direction (blue
+    dashed); X : (n, T, 2) tokens to draw, selected token 1 as a star, one colour per sequence;
+    full_dir : (2,) the full ATT-SVM direction (gray dashed), drawn when given.
+    window : ((x0, x1), (y0, y1)) axis limits, the paper's [-2, 15] x [-3, 12] by default.
+    Returns ``ax``.
+    """
+    v_path = np.asarray(v_path, dtype=float)
+    p_path = np.asarray(p_path, dtype=float)
+    for name, path in (("v_path", v_path), ("p_path", p_path)):
+        if path.ndim != 2 or path.shape[1] != 2 or len(path) < 2:
+            raise ValueError(f"{name}: expected shape (steps + 1, 2) with steps >= 1, got {path.shape}")
+        if not np.all(np.isfinite(path)):
+            raise ValueError(f"{name}: contains non-finite values")
+    for name, vec in (("p_dir", p_dir), ("v_dir", v_dir), ("full_dir", full_dir)):
+        if vec is not None and (np.shape(vec) != (2,) or not np.linalg.norm(vec) > 0):
+            raise ValueError(f"{name}: expected a nonzero vector of shape (2,), got {np.asarray(vec)}")
+    (x0, x1), (y0, y1) = window
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+    ax.axhline(0, color="#999999", lw=0.8, zorder=1)
+    ax.axvline(0, color="#999999", lw=0.8, zorder=1)
+    if X is not None:
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 3 or X.shape[2] != 2:
+            raise ValueError(f"X: expected shape (n, T, 2), got {X.shape}")
+        sequences(ax, X, optimal=[X.shape[1] - 1] * X.shape[0])
+    if full_dir is not None:
+        direction(ax, full_dir, color="#666666", label="full ATT-SVM", lw=1.6)
+    direction(ax, p_dir, color=GLOBAL_COLOR, label=r"$p^{\mathrm{relax}}$ (p-SVM)")
+    direction(ax, v_dir, color=LOCAL_COLOR, label=r"$v^{\mathrm{mm}}$ (v-SVM)")
+    paths(ax, p_path, color=GLOBAL_COLOR, arrow_every=arrow_every, label="p (gradient descent)")
+    paths(ax, v_path, color=LOCAL_COLOR, arrow_every=arrow_every, label="v (gradient descent)")
+    ax.set_xlabel("first coordinate")
+    ax.set_ylabel("second coordinate")
+    if legend:
+        ax.legend(loc="upper left")
+    return ax

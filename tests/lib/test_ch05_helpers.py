@@ -1,0 +1,110 @@
+"""Chapter 05 helpers: the moved Fig. 3 instance, the joint SVMs, the joint-path panel.
+
+References are independent of the fast solver: closed forms worked out by hand for the Fig. 3
+family r_3 = (0.5, c), and the cvxpy/Clarabel formulation.
+"""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import maxmargin as mm  # noqa: E402
+from maxmargin import explore, plots  # noqa: E402
+
+ALPHA = [1, 1, 1]
+
+
+def full_svm_closed_form(c):
+    """ATT-SVM of the family for c in [0.6, 2]: tight rows p1 - p2 = 1 and 0.5 p1 + c p2 = 1."""
+    p2 = 0.5 / (c + 0.5)
+    return np.array([1.0 + p2, p2])
+
+
+def test_fig3_moved_reproduces_both_paper_panels():
+    np.testing.assert_array_equal(explore.fig3_moved(1.0).X, mm.data.fig3("tight").X)
+    np.testing.assert_array_equal(explore.fig3_moved(1.5).X, mm.data.fig3("relaxed").X)
+    inst = explore.fig3_moved(1.3)
+    assert inst.X.shape == (3, 2, 2) and inst.X[2, 1].tolist() == [0.5, 1.3]
+    np.testing.assert_array_equal(inst.v0, [-1.0, 0.0])
+    np.testing.assert_array_equal(inst.p0, [[0.0, -1.0]])
+
+
+@pytest.mark.parametrize("bad, error", [(0.0, ValueError), (-1.0, ValueError),
+                                        (np.nan, ValueError), ("1", TypeError)])
+def test_fig3_moved_rejects_bad_c(bad, error):
+    with pytest.raises(error, match="c"):
+        explore.fig3_moved(bad)
+
+
+@pytest.mark.parametrize("c", np.linspace(0.6, 2.0, 8))
+def test_joint_svms_match_closed_forms(c):
+    inst = explore.fig3_moved(c)
+    svms = explore.joint_svms(inst.X, inst.Y, ALPHA)
+    np.testing.assert_allclose(svms.full.p, full_svm_closed_form(c), atol=1e-9)
+    if c > 1:   # v_mm = (0, 1); sequence 3 has v-margin c > 1 and is relaxed
+        np.testing.assert_allclose(svms.v.v, [0.0, 1.0], atol=1e-9)
+        assert svms.v.support.tolist() == [True, True, False]
+        np.testing.assert_allclose(svms.relaxed.p, [1.0, 0.0], atol=1e-9)
+    else:       # sequence 3 is a support vector: relaxed = full
+        assert svms.v.support[2]
+        np.testing.assert_allclose(svms.relaxed.p, svms.full.p, atol=1e-9)
+    np.testing.assert_array_equal(svms.relaxed.relaxed, ~svms.v.support)
+
+
+@pytest.mark.parametrize("c", [0.7, 1.0, 1.5])
+def test_joint_svms_agree_with_cvxpy(c):
+    inst = explore.fig3_moved(c)
+    svms = explore.joint_svms(inst.X, inst.Y, ALPHA)
+    v_ref = mm.v_svm(inst.X[:, 1], inst.Y, solver="cvxpy")
+    p_ref = mm.att_svm(inst.X, ALPHA, relaxed=~v_ref.support, solver="cvxpy")
+    np.testing.assert_allclose(svms.v.v, v_ref.v, atol=1e-6)
+    np.testing.assert_allclose(svms.relaxed.p, p_ref.p, atol=1e-6)
+
+
+def test_joint_svms_rejects_bad_selection():
+    inst = explore.fig3_moved(1.5)
+    with pytest.raises(ValueError, match="alpha"):
+        explore.joint_svms(inst.X, inst.Y, [1, 1, 2])
+
+
+def test_joint_run_is_the_papers_gd_joint():
+    inst, run, svms = explore.joint_run(1.5, steps=50)
+    ref = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 49, 0.1, eps_p=1e-19, eps_v=1e-9)
+    assert run.p.shape == (50, 1, 2) and run.v.shape == (50, 1, 2)
+    np.testing.assert_array_equal(run.p, ref.p)
+    np.testing.assert_array_equal(run.v, ref.v)
+    np.testing.assert_allclose(svms.relaxed.p, [1.0, 0.0], atol=1e-9)
+    with pytest.raises(ValueError, match="steps"):
+        explore.joint_run(1.5, steps=1)
+
+
+def test_joint_panel_angles_and_drawing():
+    fig, (ax,) = plots.panels()
+    gd, relaxed, full = explore.joint_panel(ax, c=2.0, steps=200, legend=True)
+    assert abs(gd) < 0.5 and relaxed == pytest.approx(0.0, abs=1e-9)
+    p = full_svm_closed_form(2.0)
+    assert full == pytest.approx(np.degrees(np.arctan2(p[1], p[0])), abs=1e-7)
+    assert "c = 2" in ax.get_title()
+    assert len(ax.get_legend().get_texts()) == 5
+    plt.close(fig)
+
+
+def test_joint_paths_draws_window_and_rejects_bad_input():
+    fig, (ax,) = plots.panels()
+    path = np.cumsum(np.full((20, 2), 0.3), axis=0)
+    out = plots.joint_paths(ax, path, path[:, ::-1], [1, 0], [0, 1], X=np.zeros((3, 2, 2)),
+                            full_dir=[1.25, 0.25])
+    assert out is ax
+    assert ax.get_xlim() == (-2.0, 15.0) and ax.get_ylim() == (-3.0, 12.0)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "full ATT-SVM" in labels and len(labels) == 5
+    with pytest.raises(ValueError, match="p_path"):
+        plots.joint_paths(ax, path, path[:, :1], [1, 0], [0, 1])
+    with pytest.raises(ValueError, match="v_dir"):
+        plots.joint_paths(ax, path, path, [1, 0], [0, 0])
+    with pytest.raises(ValueError, match="X"):
+        plots.joint_paths(ax, path, path, [1, 0], [0, 1], X=np.zeros((3, 2)))
+    plt.close(fig)

@@ -1,0 +1,237 @@
+"""Tests of maxmargin.paths: regularization paths, their KKT certificates, nonlinear heads.
+
+References are independent of the solver: a brute-force scan of the sphere, torch autograd for
+the head gradient, a grid over the simplex for optimal sets, and a closed-form mixture weight.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import brentq
+
+import maxmargin as mm
+from maxmargin import paths
+
+LOSS_TORCH = {
+    "logistic": lambda x: torch.nn.functional.softplus(-x),
+    "exponential": lambda x: torch.exp(-x),
+    "correlation": lambda x: -x,
+}
+
+
+def random_head_instance(seed, n=3, T=4, d=3, m=5):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, T, d))
+    Y = rng.choice([-1.0, 1.0], size=n)
+    W = rng.standard_normal((d, d))
+    head = paths.mlp_head(rng.standard_normal(m), rng.standard_normal((m, d)), rng.standard_normal(m))
+    return X, Y, W, head
+
+
+def torch_head_risk(X, Y, head, p, W, loss, sets=None):
+    """The nonlinear-head model written directly in torch."""
+    X, Y, W = torch.tensor(X), torch.tensor(Y), torch.tensor(W)
+    logits = X @ (W @ p)
+    if sets is not None:
+        logits = logits.masked_fill(~torch.tensor(sets), float("-inf"))
+    z = torch.einsum("nt,ntd->nd", torch.softmax(logits, dim=-1), X)
+    psi = torch.tanh(z @ torch.tensor(head.B).T + torch.tensor(head.b)) @ torch.tensor(head.a)
+    return LOSS_TORCH[loss](Y * psi).mean()
+
+
+# ----------------------------------------------------------------------------------------------
+# nonlinear heads
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", sorted(LOSS_TORCH))
+@pytest.mark.parametrize("restricted", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_head_gradient_matches_autograd(loss, restricted, seed):
+    X, Y, W, head = random_head_instance(seed)
+    sets = None
+    if restricted:
+        sets = np.random.default_rng(seed).random((3, 4)) < 0.6
+        sets[:, 0] = True
+    p = np.random.default_rng(50 + seed).standard_normal(3)
+    pt = torch.tensor(p, requires_grad=True)
+    value = torch_head_risk(X, Y, head, pt, W, loss, sets)
+    value.backward()
+    assert paths.head_risk(X, Y, head, p, W, loss, sets) == pytest.approx(value.item(), rel=1e-12)
+    np.testing.assert_allclose(paths.head_risk_grad(X, Y, head, p, W, loss, sets), pt.grad.numpy(),
+                               rtol=1e-10, atol=1e-14)
+
+
+def test_head_functions_are_batched():
+    X, Y, W, head = random_head_instance(4)
+    P = np.random.default_rng(0).standard_normal((2, 5, 3))
+    risks = paths.head_risk(X, Y, head, P, W)
+    grads = paths.head_risk_grad(X, Y, head, P, W)
+    assert risks.shape == (2, 5) and grads.shape == (2, 5, 3)
+    assert paths.head_predict(X, head, P, W).shape == (2, 5, 3)
+    assert risks[1, 3] == pytest.approx(paths.head_risk(X, Y, head, P[1, 3], W), rel=1e-14)
+    np.testing.assert_allclose(grads[1, 3], paths.head_risk_grad(X, Y, head, P[1, 3], W), rtol=1e-13)
+
+
+def test_head_risk_is_finite_for_huge_prompts():
+    ex = paths.mixing_example(2.0)
+    p = np.array([1e4, -3e3, 0.0, 0.0])
+    assert np.isfinite(paths.head_risk(ex.X, ex.Y, ex.head, p, ex.W))
+    assert np.all(np.isfinite(paths.head_risk_grad(ex.X, ex.Y, ex.head, p, ex.W)))
+
+
+def test_optimal_sets_match_a_grid_over_the_simplex():
+    X, Y, W, head = random_head_instance(7, T=3)
+    opt = paths.optimal_sets(X, Y, head)
+    g = np.linspace(0.0, 1.0, 201)
+    a, b = np.meshgrid(g, g)
+    keep = a + b <= 1.0
+    S = np.stack([a[keep], b[keep], 1.0 - a[keep] - b[keep]], axis=1)  # grid on the simplex
+    for i in range(len(X)):
+        grid = mm.LOGISTIC.value(Y[i] * head.value(S @ X[i]))
+        assert opt.loss[i] <= grid.min() + 1e-12
+        assert opt.loss[i] >= grid.min() - 1e-3
+
+
+@pytest.mark.parametrize("beta", [0.5, 0.7, 0.9, 2.0, 4.0])
+def test_mixing_threshold_and_weight(beta):
+    """One token below beta* = arccosh(sqrt(a1/a2)); above it the weight solves
+    a1 sech^2(beta s) = a2 sech^2(beta (1 - s))."""
+    a1, a2 = 1.0, 0.6
+    ex = paths.mixing_example(beta, (a1, a2))
+    opt = paths.optimal_sets(ex.X, ex.Y, ex.head)
+    if beta < np.arccosh(np.sqrt(a1 / a2)):
+        np.testing.assert_array_equal(opt.sets, [[True, False, False, False]] * 2)
+        return
+    np.testing.assert_array_equal(opt.sets, [[True, True, False, False]] * 2)
+    s = brentq(lambda s: a1 / np.cosh(beta * s) ** 2 - a2 / np.cosh(beta * (1 - s)) ** 2, 0.5, 1.0)
+    np.testing.assert_allclose(opt.weights[:, 0], s, atol=1e-6)
+    # the offset realises that mixture: logit gap log(s / (1 - s)) along k_0 - k_1 = (0, 1)
+    p_fin = paths.set_offset(ex.X, ex.Y, ex.head, opt.sets, ex.W)
+    np.testing.assert_allclose(p_fin, [0.0, np.log(s / (1 - s)), 0.0, 0.0], atol=1e-7)
+
+
+def test_set_offset_is_stationary_for_the_restricted_risk():
+    X, Y, W, head = random_head_instance(11, n=2, T=4, d=4)
+    sets = np.array([[True, True, False, False], [False, True, True, False]])
+    try:
+        p_fin = paths.set_offset(X, Y, head, sets, W)
+    except ValueError:
+        pytest.skip("this random instance has no finite restricted minimiser")
+    g = paths.head_risk_grad(X, Y, head, p_fin, W, sets=sets)
+    assert np.linalg.norm(g) < 1e-7
+
+
+# ----------------------------------------------------------------------------------------------
+# regularization paths
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fig2_path():
+    inst = mm.data.fig2()
+    return inst, paths.regularization_path(inst.X, inst.Y, inst.v, [1.0, 2.0, 4.0, 8.0, 16.0], inst.W)
+
+
+def test_fig2_path_reference_numbers(fig2_path):
+    """paper-notes C8: cos increasing, >= 0.985 at R = 4 and >= 0.999 at R = 16."""
+    inst, path = fig2_path
+    cos = path.cosine(mm.att_svm(inst.X, inst.optimal, inst.W).p)
+    assert np.all(np.diff(cos) > 0)
+    assert cos[2] >= 0.985 and cos[4] >= 0.999
+    np.testing.assert_allclose(cos, [0.9561, 0.9747, 0.9901, 0.9978, 0.99992], atol=1e-4)
+    assert np.all(path.on_boundary) and np.all(path.is_stationary(rtol=1e-6))
+    assert np.all(path.multipliers > 0)
+
+
+def test_fig2_path_matches_a_brute_force_scan_of_the_circle(fig2_path):
+    """The attended plane is (p1, p2); the minimiser is on the circle (no stationary points)."""
+    inst, path = fig2_path
+    theta = np.linspace(-np.pi, np.pi, 40001)
+    for R, point in zip(path.radii[:4], path.points[:4]):
+        ring = R * np.stack([np.cos(theta), np.sin(theta), 0 * theta], axis=1)
+        best = theta[np.argmin(mm.risk(inst.X, inst.Y, inst.v, ring, inst.W))]
+        assert abs(np.arctan2(point[1], point[0]) - best) < 2e-3
+        assert abs(np.linalg.norm(point) - R) < 1e-9 * R and abs(point[2]) < 1e-12
+
+
+def test_kkt_residual_detects_a_non_stationary_point():
+    q = np.array([3.0, 0.0])
+    good = paths._kkt(q, np.array([-1.0, 0.0]), 3.0, None, None)
+    bad = paths._kkt(q, np.array([-1.0, 1.0]), 3.0, None, None)
+    wrong_sign = paths._kkt(q, np.array([1.0, 0.0]), 3.0, None, None)
+    assert good[1] == pytest.approx(0.0, abs=1e-15) and good[2] == pytest.approx(1.0)
+    assert bad[1] == pytest.approx(np.sqrt(0.5))
+    assert wrong_sign[1] == pytest.approx(1.0)  # the multiplier would be negative
+
+
+def test_local_path_stays_in_its_cone_and_selects_the_local_token():
+    inst = mm.data.fig1("b")
+    local = mm.att_svm(inst.X, [1], inst.W).p
+    path = paths.local_regularization_path(inst.X, inst.Y, inst.v, [2.0, 8.0, 16.0], local, 5.0, inst.W)
+    angles = np.degrees(np.arccos(np.clip(path.cosine(local), -1, 1)))
+    assert np.all(angles <= 5.0 + 1e-6)
+    attention = mm.attention(inst.X, path.points[-1], inst.W)[0]
+    assert attention[1] > 0.999
+
+
+def test_head_path_approaches_the_set_svm():
+    ex = paths.mixing_example(2.0)
+    opt, svm, p_fin = paths.set_direction(ex.X, ex.Y, ex.head, ex.W)
+    path = paths.regularization_path(ex.X, ex.Y, ex.head, [4.0, 16.0], ex.W)
+    assert path.cosine(svm.p)[-1] > 0.999
+    u = svm.direction
+    offset = path.points[-1] - (path.points[-1] @ u) * u
+    assert np.linalg.norm(offset - p_fin) < 0.01
+
+
+def test_path_is_reproducible():
+    inst = mm.data.fig2()
+    a = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], inst.W, starts=3, seed=5, steps=50)
+    b = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], inst.W, starts=3, seed=5, steps=50)
+    np.testing.assert_array_equal(a.points, b.points)
+
+
+# ----------------------------------------------------------------------------------------------
+# bad inputs
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(radii=[2.0, 1.0]), ValueError, "radii"),
+    (dict(radii=[-1.0]), ValueError, "radii"),
+    (dict(radii=[]), ValueError, "radii"),
+    (dict(radii=[1.0, np.nan]), ValueError, "radii"),
+    (dict(starts=-1), ValueError, "starts"),
+    (dict(starts=2.5), TypeError, "starts"),
+    (dict(seed=1.5), TypeError, "seed"),
+    (dict(cone=([1.0, 0.0, 0.0], 95.0)), ValueError, "angle"),
+    (dict(cone=([0.0, 0.0, 1.0], 10.0)), ValueError, "direction"),
+    (dict(cone=([0.0, 0.0, 0.0], 10.0)), ValueError, "direction"),
+    (dict(cone=5.0), TypeError, "cone"),
+    (dict(v=np.ones(2)), ValueError, "v"),
+    (dict(v=paths.mlp_head([1.0], [[1.0, 0.0]])), ValueError, "head"),
+    (dict(loss="hinge"), ValueError, "loss"),
+])
+def test_path_bad_inputs(kwargs, error, match):
+    inst = mm.data.fig2()
+    args = dict(X=inst.X, Y=inst.Y, v=inst.v, radii=[1.0], W=inst.W) | kwargs
+    with pytest.raises(error, match=match):
+        paths.regularization_path(**args)
+
+
+def test_head_bad_inputs():
+    ex = paths.mixing_example()
+    with pytest.raises(TypeError, match="head"):
+        paths.head_risk(ex.X, ex.Y, np.ones(4), np.zeros(4), ex.W)
+    with pytest.raises(TypeError, match="sets"):
+        paths.head_risk(ex.X, ex.Y, ex.head, np.zeros(4), ex.W, sets=np.ones((2, 4)))
+    with pytest.raises(ValueError, match="sets"):
+        paths.head_risk(ex.X, ex.Y, ex.head, np.zeros(4), ex.W, sets=np.zeros((2, 4), bool))
+    with pytest.raises(ValueError, match="B"):
+        paths.mlp_head([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="a"):
+        paths.mlp_head([1.0, 2.0], [[1.0, 2.0]])
+    with pytest.raises(ValueError, match="beta"):
+        paths.mixing_example(beta=0.0)
