@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 
 # Offline MathJax and widget JavaScript, fetched from the npm registry at pinned versions.
 $(VENDOR): scripts/fetch_vendor.sh
+	rm -f $@
 	bash scripts/fetch_vendor.sh _vendor
 
 book: $(STAMP) $(VENDOR)

@@ -7,12 +7,16 @@ Chapter-specific drawing functions live below, one section per chapter.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import re
+from typing import Callable, NamedTuple, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from . import plots
+
+
+_CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*/?>')
 
 
 def live(draw: Callable, width: float = 5.0, height: float = 4.0, **controls):
@@ -59,9 +63,11 @@ def animation(draw: Callable, settings: Sequence[dict], width: float = 5.0, heig
         return ()
 
     anim = FuncAnimation(fig, frame, frames=len(settings), interval=interval, blit=False)
-    html = HTML(anim.to_jshtml(default_mode="once"))
+    page = anim.to_jshtml(default_mode="once")
     plt.close(fig)
-    return html
+    # matplotlib links Font Awesome from a CDN for the player's buttons; the site must work
+    # offline, and the theme's own icon font already draws them.
+    return HTML(_CDN_STYLESHEET.sub("", page))
 
 
 # --- chapter 01: the attention model -----------------------------------------------------------
@@ -363,7 +369,6 @@ def fig4_ring_explorer():
 
 # --- chapter 05: joint training ----------------------------------------------------------------
 
-from typing import NamedTuple  # noqa: E402
 
 FIG3_SETTINGS = dict(lr=0.1, eps_p=1e-19, eps_v=1e-9)  # the paper's joint-training run
 

@@ -6,7 +6,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CONDA_TO_PIP = {"pytorch": "torch", "matplotlib-base": "matplotlib", "cvxpy-base": "cvxpy"}
-BOOK_TOOLCHAIN = {"jupyter-book", "sphinx", "myst-nb", "sphinx-proof", "sphinx-exercise"}
+BOOK_TOOLCHAIN = {"jupyter-book", "sphinx", "sphinx-proof", "sphinx-exercise"}
 
 
 def pip_pins() -> dict[str, str]:
@@ -23,8 +23,8 @@ def conda_pins() -> dict[str, str]:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pins = {}
     for spec in env["dependencies"]:
-        if isinstance(spec, dict) or spec in ("pip",) or spec.startswith("python="):
-            continue
+        if isinstance(spec, dict) or spec in ("pip", "jupyterlab") or spec.startswith("python="):
+            continue  # the interpreter, pip and the Binder front end are not library pins
         name, version = spec.split("=")[:2]
         pins[CONDA_TO_PIP.get(name, name).lower()] = version
     return pins

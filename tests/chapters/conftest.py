@@ -1,0 +1,38 @@
+"""Chapter tests: the per-chapter timing fixture and the wall-time summary."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from chapter_exec import BUDGET_S, TIMINGS, record_timing  # noqa: E402
+
+
+@pytest.fixture
+def record_chapter(record_property):
+    """Record a chapter's wall time for the terminal summary and _build/timings/chapters.json."""
+    def record(docname: str, seconds: float, status: str) -> None:
+        record_property("chapter", docname)
+        record_property("chapter_seconds", seconds)
+        record_timing(docname, seconds, status)
+    return record
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the wall time of every chapter executed in this session."""
+    rows = []
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            props = dict(getattr(report, "user_properties", []))
+            if getattr(report, "when", None) == "call" and "chapter_seconds" in props:
+                rows.append((props["chapter"], props["chapter_seconds"], report.outcome))
+    if not rows:
+        return
+    terminalreporter.section("chapter wall times")
+    for name, seconds, outcome in sorted(rows):
+        terminalreporter.write_line(f"{seconds:7.1f} s  {outcome:7}  {name}")
+    terminalreporter.write_line(f"{sum(r[1] for r in rows):7.1f} s  total; budget {BUDGET_S:.0f} s "
+                                f"per chapter; written to {TIMINGS}")

@@ -1,0 +1,83 @@
+"""Site tests: one book build per session, a local web server, and a headless Chromium."""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+from bookutils import ROOT, in_ci  # noqa: E402
+from sitebuild import BUILD_ARGS, Build, build, fetch_vendor  # noqa: E402
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def vendor() -> Path:
+    """_vendor/ with the offline MathJax and widget scripts (fetched once, as `make` does)."""
+    fetch_vendor()
+    return ROOT / "_vendor"
+
+
+@pytest.fixture(scope="session")
+def book_build(vendor) -> Build:
+    """The book built once per session as `make book` does, but from scratch (--all), so every
+    page is executed and every warning re-emitted; timed to _build/timings/build.json."""
+    result = build(ROOT, BUILD_ARGS + ["--all"])
+    timings = ROOT / "_build" / "timings"
+    timings.mkdir(parents=True, exist_ok=True)
+    (timings / "build.json").write_text(json.dumps(
+        {"seconds": round(result.seconds, 1), "rc": result.rc,
+         "recorded": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2) + "\n")
+    return result
+
+
+@pytest.fixture(scope="session")
+def built_html(book_build) -> Path:
+    """The HTML folder of a successful build (fails the dependent test otherwise)."""
+    if book_build.rc != 0:
+        pytest.fail(f"the book build failed (rc {book_build.rc}); see test_book_builds_cleanly",
+                    pytrace=False)
+    return book_build.html
+
+
+@pytest.fixture(scope="session")
+def site_url(built_html) -> str:
+    """Base URL of _build/html served on 127.0.0.1 at a free port."""
+    handler = functools.partial(_QuietHandler, directory=str(built_html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium driven by Playwright; skipped locally (failed in CI) when missing."""
+    if not CHROMIUM.exists():
+        message = f"{CHROMIUM} is missing: apt-get install chromium (the browser checks need it)"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

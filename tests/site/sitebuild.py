@@ -1,0 +1,51 @@
+"""Build a Jupyter Book the way `make book` does, and read the result."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bookutils import ROOT
+
+JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
+BUILD_ARGS = ["-W", "-n", "--keep-going"]
+# Output lines that contain "WARNING" but are known noise (toolchain-notes section 8).
+KNOWN_NOISE = [
+    re.compile(r"^\[IPKernelApp\] WARNING \| Kernel is running over TCP without encryption"),
+]
+
+
+@dataclass
+class Build:
+    """A finished `jupyter-book build`: return code, merged output, wall time, the book folder."""
+
+    rc: int
+    output: str
+    seconds: float
+    book: Path
+
+    @property
+    def html(self) -> Path:
+        return self.book / "_build" / "html"
+
+    def warnings(self) -> list[str]:
+        """Output lines mentioning WARNING, without the known noise."""
+        return [line for line in self.output.splitlines()
+                if "WARNING" in line and not any(p.search(line) for p in KNOWN_NOISE)]
+
+
+def build(book: Path, args: list[str] = BUILD_ARGS) -> Build:
+    """Run `jupyter-book build BOOK -W -n --keep-going` (or with other ``args``)."""
+    start = time.perf_counter()
+    proc = subprocess.run([str(JUPYTER_BOOK), "build", str(book), *args],
+                          cwd=ROOT, capture_output=True, text=True)
+    return Build(proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start, book)
+
+
+def fetch_vendor() -> None:
+    """Make sure _vendor/ (offline MathJax and widget scripts) exists, as `make` does."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "fetch_vendor.sh"), str(ROOT / "_vendor")],
+                   check=True, capture_output=True)
