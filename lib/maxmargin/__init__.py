@@ -4,7 +4,7 @@
 Import it as ``import maxmargin as mm``. Shapes: X (n, T, d), Y (n,), v (d,), W (d, d) or None,
 p (..., d). Token indices are 0-based.
 """
-from . import data, explore, paths, plots
+from . import data, explore, nn, paths, plots
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
     attention, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W,
@@ -19,6 +19,8 @@ from .svm import (
     SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem, is_feasible, set_svm,
     set_svm_problem, v_svm, v_svm_problem, w_svm, w_svm_problem,
 )
-from .train import JointTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_W
+from .train import (
+    JointTrajectory, StackTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_stack, gd_W,
+)
 
 __version__ = "0.1.0"

@@ -176,13 +176,17 @@ def _logits(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     return (K.reshape(n * T, d) @ P).reshape(n, T, -1)
 
 
-def _attention_from_keys(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-    """softmax over tokens of K p, shape (n, T, B); max-shifted, computed in place."""
-    s = _logits(K, P)
+def _softmax_tokens_(s: torch.Tensor) -> torch.Tensor:
+    """Softmax over the token axis (dim 1) of logits (N, T, B), in place; max-shifted."""
     s -= s.amax(dim=1, keepdim=True)
     np.exp(s.numpy(), out=s.numpy())  # numpy's SIMD exp is about twice torch's on this CPU
     s /= s.sum(dim=1, keepdim=True)
     return s
+
+
+def _attention_from_keys(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
+    """softmax over tokens of K p, shape (n, T, B)."""
+    return _softmax_tokens_(_logits(K, P))
 
 
 def _margins(s: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,14 +208,15 @@ def _loss_derivative(loss: Loss, margin: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.asarray(loss.derivative(margin.numpy()), dtype=np.float64))
 
 
-def _logit_grad(s, deviation, margin, loss: Loss, out=None) -> torch.Tensor:
-    """dL/dlogit_it = (1/n) l'(z_i) s_it (gamma_it - z_i), shape (n, T, B).
+def _logit_grad(s, deviation, margin, loss: Loss, out=None, n: int | None = None) -> torch.Tensor:
+    """dL/dlogit_it = (1/n) l'(z_i) s_it (gamma_it - z_i), shape (N, T, B).
 
-    ``deviation`` and ``margin`` come from :func:`_margins`. Writes into ``out`` (which may be
-    ``s`` itself) to spare allocations in the training loops.
+    ``deviation`` and ``margin`` come from :func:`_margins`; ``n`` is the number of sequences in
+    one risk (default N; smaller when N stacks several instances). Writes into ``out`` (which may
+    be ``s`` itself) to spare allocations in the training loops.
     """
     out = torch.mul(s, deviation, out=out)
-    out *= (_loss_derivative(loss, margin) / s.shape[0])[:, None, :]
+    out *= (_loss_derivative(loss, margin) / (n or s.shape[0]))[:, None, :]
     return out
 
 

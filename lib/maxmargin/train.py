@@ -16,7 +16,7 @@ from . import _checks
 from .losses import Loss, get_loss
 from .model import (
     _attention_from_keys, _contract_tokens, _logit_grad, _loss_derivative, _margins, _queries,
-    _tensor, _threads_for, keys, scores, softmax, self_attention_logits,
+    _softmax_tokens_, _tensor, _threads_for, keys, scores, softmax, self_attention_logits,
 )
 
 
@@ -29,6 +29,8 @@ class Trajectory:
     p : (steps + 1, B, d) iterates, p[0] is the initialization.
     loss : (steps + 1, B) risk at each iterate.
     tracked_attention : (steps + 1, B, n) attention weight on token ``tracked[i]`` of sequence i.
+    other_attention : (steps + 1, B, n) attention on all the other tokens, summed; computed from
+        the small weights themselves, so it stays accurate far below 1e-16.
     tracked : (n,) token indices whose attention is recorded (default: the highest-score tokens).
     final_attention : (B, n, T) attention weights at the last iterate.
     """
@@ -36,6 +38,7 @@ class Trajectory:
     p: np.ndarray
     loss: np.ndarray
     tracked_attention: np.ndarray
+    other_attention: np.ndarray
     tracked: np.ndarray
     final_attention: np.ndarray
     lr: float
@@ -86,28 +89,156 @@ def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic"
     eps = _checks.positive_float(eps, "eps")
     loss = get_loss(loss)
     tracked = np.argmax(gamma, axis=1) if track is None else _checks.indices(track, n, T, "track")
-    rows = np.arange(n)
+    run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None])
+    return Trajectory(run.path[:, 0], run.loss[:, 0], run.on[:, 0], run.off[:, 0], tracked,
+                      run.final[0], lr, normalized)
 
-    B = P.shape[0]
-    path = np.empty((steps + 1, B, d))
-    margins = np.empty((steps + 1, n, B))
-    attn = np.empty((steps + 1, n, B))
-    K, G, P = _tensor(K), _tensor(gamma[..., None]), _tensor(P.T)
-    flat_tracked = torch.from_numpy(rows * T + tracked)
-    with _threads_for(n * T * B):
+
+@dataclass(frozen=True)
+class StackTrajectory:
+    """B gradient-descent runs on p for each of M instances of the same shape (n, T, d).
+
+    Attributes
+    ----------
+    p : (steps + 1, M, B, d) iterates; p[0] is the initialization.
+    loss : (steps + 1, M, B) risk at each iterate.
+    tracked : (M, n) token indices whose attention is recorded (default: highest-score tokens).
+    tracked_attention : (steps + 1, M, B, n) attention on the tracked token of each sequence.
+    other_attention : (steps + 1, M, B, n) attention on all the other tokens, summed; computed
+        directly from the small weights, so it stays accurate far below 1e-16.
+    final_attention : (M, B, n, T) attention weights at the last iterate.
+    """
+
+    p: np.ndarray
+    loss: np.ndarray
+    tracked: np.ndarray
+    tracked_attention: np.ndarray
+    other_attention: np.ndarray
+    final_attention: np.ndarray
+    lr: float
+    normalized: bool
+
+    @property
+    def norms(self) -> np.ndarray:
+        """(steps + 1, M, B) Euclidean norms of the iterates."""
+        return np.linalg.norm(self.p, axis=-1)
+
+    def cosine(self, directions) -> np.ndarray:
+        """(steps + 1, M, B) cosine of each iterate with its instance's direction; ``directions``
+        is (M, d), or (M, B, d) for one direction per run."""
+        directions = np.asarray(directions, dtype=np.float64)
+        if directions.ndim == 2:
+            directions = directions[:, None, :]
+        return cosine(self.p, directions)
+
+    def selected_tokens(self) -> np.ndarray:
+        """(M, B, n) index of the token with the largest final attention in each sequence."""
+        return np.argmax(self.final_attention, axis=-1)
+
+
+def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
+             normalized: bool = False, eps: float = 1e-12, track=None) -> StackTrajectory:
+    """Gradient descent on p for a stack of M instances, B starts each, as one array program.
+
+    Run ``m`` is exactly ``gd(X[m], Y[m], v[m], p0[m], ...)`` (the risk of each instance is its own
+    mean over its n sequences; a normalized step divides by the norm of that run's gradient).
+
+    Parameters
+    ----------
+    X : (M, n, T, d) tokens of M instances.
+    Y : (M, n) labels in {-1, +1}.
+    v : (M, d) heads, or (d,) shared.
+    p0 : (M, B, d) starts, or (B, d) / (d,) shared by every instance.
+    W : (M, d, d), (d, d) shared, or None (identity).
+    track : (M, n) token indices whose attention to record; default argmax_t gamma_it.
+    """
+    X = _checks._as_float_array(X, "X")
+    if X.ndim != 4:
+        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
+    M, n, T, d = X.shape
+    for m in range(M):
+        _checks.tokens(X[m], "X")
+    Y = _checks._as_float_array(Y, "Y")
+    if Y.shape != (M, n):
+        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
+    v = _checks.batched_vector(v, d, "v")
+    v = np.broadcast_to(v, (M, d)) if v.shape in ((d,), (M, d)) else None
+    if v is None:
+        raise ValueError(f"v: expected shape ({d},) or ({M}, {d})")
+    gamma = np.stack([scores(X[m], Y[m], v[m]) for m in range(M)])
+    if W is None:
+        K = X
+    else:
+        Wa = _checks._as_float_array(W, "W")
+        if Wa.shape == (d, d):
+            Wa = np.broadcast_to(Wa, (M, d, d))
+        if Wa.shape != (M, d, d):
+            raise ValueError(f"W: expected shape ({d}, {d}) or ({M}, {d}, {d}), got {Wa.shape}")
+        K = np.einsum("mnte,med->mntd", X, _checks.finite(Wa, "W"))
+    P = _checks.batched_vector(p0, d, "p0")
+    if P.ndim == 1:
+        P = P[None]
+    if P.ndim == 2:
+        P = np.broadcast_to(P, (M,) + P.shape)
+    if P.ndim != 3 or P.shape[0] != M:
+        raise ValueError(f"p0: expected shape ({d},), (B, {d}) or ({M}, B, {d}), got {P.shape}")
+    steps = _checks.positive_int(steps, "steps")
+    lr = _checks.positive_float(lr, "lr")
+    eps = _checks.positive_float(eps, "eps")
+    loss = get_loss(loss)
+    if track is None:
+        tracked = np.argmax(gamma, axis=-1)
+    else:
+        tracked = np.stack([_checks.indices(t, n, T, "track") for t in np.asarray(track).reshape(M, n)])
+
+    run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked)
+    return StackTrajectory(run.path, run.loss, tracked, run.on, run.off, run.final, lr, normalized)
+
+
+@dataclass(frozen=True)
+class _Records:
+    """What :func:`_descend` records for M instances x B runs."""
+
+    path: np.ndarray   # (steps + 1, M, B, d)
+    loss: np.ndarray   # (steps + 1, M, B)
+    on: np.ndarray     # (steps + 1, M, B, n) attention on the tracked tokens
+    off: np.ndarray    # (steps + 1, M, B, n) attention on all other tokens, summed
+    final: np.ndarray  # (M, B, n, T) attention at the last iterate
+
+
+def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records:
+    """The GD engine behind :func:`gd` and :func:`gd_stack`: keys K (M, n, T, d), scores gamma
+    (M, n, T), starts P (M, B, d), tracked tokens (M, n); validated inputs, one array program."""
+    M, n, T, d = K.shape
+    B = P.shape[1]
+    path = np.empty((steps + 1, M, B, d))
+    margins = np.empty((steps + 1, M * n, B))
+    on = np.empty((steps + 1, M, n, B))
+    off = np.empty((steps + 1, M, n, B))
+    Kt = _tensor(K.reshape(M, n * T, d))
+    G = _tensor(gamma.reshape(M * n, T, 1))
+    Pt = _tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
+    hit = torch.from_numpy(np.arange(T) == tracked[..., None]).reshape(M * n, T, 1)
+
+    def attention(Pt):  # (M * n, T, B)
+        return _softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
+
+    with _threads_for(M * n * T * B):
         for k in range(steps + 1):
-            path[k] = P.T.numpy()
-            s = _attention_from_keys(K, P)
+            path[k] = Pt.transpose(1, 2).numpy()
+            s = attention(Pt)
+            on[k] = (s * hit).sum(dim=1).reshape(M, n, B).numpy()
+            off[k] = (s * ~hit).sum(dim=1).reshape(M, n, B).numpy()  # accurate far below 1e-16
             margin, deviation = _margins(s, G)
             margins[k] = margin.numpy()
-            attn[k] = torch.index_select(s.view(n * T, B), 0, flat_tracked).numpy()
             if k == steps:
                 break
-            grad = _contract_tokens(_logit_grad(s, deviation, margin, loss, out=s), K)
-            P = P - lr * _step_direction(grad, normalized, eps)
-    risks = np.mean(loss.value(margins), axis=1)
-    final = _attention_from_keys(K, P).permute(2, 0, 1).numpy()
-    return Trajectory(path, risks, attn.transpose(0, 2, 1), tracked, final, lr, normalized)
+            dlogits = _logit_grad(s, deviation, margin, loss, out=s, n=n)
+            grad = Kt.transpose(1, 2) @ dlogits.reshape(M, n * T, B)  # (M, d, B)
+            Pt = Pt - lr * _step_direction(grad, normalized, eps)
+        final = attention(Pt).reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
+    risks = np.mean(loss.value(margins).reshape(steps + 1, M, n, B), axis=2)
+    return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
 
 
 @dataclass(frozen=True)
@@ -246,145 +377,16 @@ def _initial_batch(x0, d: int, name: str) -> np.ndarray:
 
 
 def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.Tensor:
-    """The gradient (d, B) itself, or each column divided by (its norm + eps)."""
+    """The gradient (..., d, B) itself, or each column divided by (its norm + eps).
+
+    The norm is taken of the column scaled by its largest entry, so that it does not underflow
+    to 0 for gradients below 1e-154 (which would turn a tiny gradient into a huge step).
+    """
     if not normalized:
         return grad
-    return grad / (torch.linalg.vector_norm(grad, dim=0, keepdim=True) + eps)
+    scale = grad.abs().amax(dim=-2, keepdim=True)
+    unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
+    return grad / (scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + eps)
 
 
 # --- chapter 03: many instances at once ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StackTrajectory:
-    """B gradient-descent runs on p for each of M instances of the same shape (n, T, d).
-
-    Attributes
-    ----------
-    p : (steps + 1, M, B, d) iterates; p[0] is the initialization.
-    loss : (steps + 1, M, B) risk at each iterate.
-    tracked : (M, n) token indices whose attention is recorded (default: highest-score tokens).
-    tracked_attention : (steps + 1, M, B, n) attention on the tracked token of each sequence.
-    other_attention : (steps + 1, M, B, n) attention on all the other tokens, summed; computed
-        directly from the small weights, so it stays accurate far below 1e-16.
-    final_attention : (M, B, n, T) attention weights at the last iterate.
-    """
-
-    p: np.ndarray
-    loss: np.ndarray
-    tracked: np.ndarray
-    tracked_attention: np.ndarray
-    other_attention: np.ndarray
-    final_attention: np.ndarray
-    lr: float
-    normalized: bool
-
-    @property
-    def norms(self) -> np.ndarray:
-        """(steps + 1, M, B) Euclidean norms of the iterates."""
-        return np.linalg.norm(self.p, axis=-1)
-
-    def cosine(self, directions) -> np.ndarray:
-        """(steps + 1, M, B) cosine of each iterate with its instance's direction; ``directions``
-        is (M, d), or (M, B, d) for one direction per run."""
-        directions = np.asarray(directions, dtype=np.float64)
-        if directions.ndim == 2:
-            directions = directions[:, None, :]
-        return cosine(self.p, directions)
-
-    def selected_tokens(self) -> np.ndarray:
-        """(M, B, n) index of the token with the largest final attention in each sequence."""
-        return np.argmax(self.final_attention, axis=-1)
-
-
-def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
-             normalized: bool = False, eps: float = 1e-12, track=None) -> StackTrajectory:
-    """Gradient descent on p for a stack of M instances, B starts each, as one array program.
-
-    Run ``m`` is exactly ``gd(X[m], Y[m], v[m], p0[m], ...)`` (the risk of each instance is its own
-    mean over its n sequences; a normalized step divides by the norm of that run's gradient).
-
-    Parameters
-    ----------
-    X : (M, n, T, d) tokens of M instances.
-    Y : (M, n) labels in {-1, +1}.
-    v : (M, d) heads, or (d,) shared.
-    p0 : (M, B, d) starts, or (B, d) / (d,) shared by every instance.
-    W : (M, d, d), (d, d) shared, or None (identity).
-    track : (M, n) token indices whose attention to record; default argmax_t gamma_it.
-    """
-    X = _checks._as_float_array(X, "X")
-    if X.ndim != 4:
-        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
-    M, n, T, d = X.shape
-    for m in range(M):
-        _checks.tokens(X[m], "X")
-    Y = _checks._as_float_array(Y, "Y")
-    if Y.shape != (M, n):
-        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
-    v = _checks.batched_vector(v, d, "v")
-    v = np.broadcast_to(v, (M, d)) if v.shape in ((d,), (M, d)) else None
-    if v is None:
-        raise ValueError(f"v: expected shape ({d},) or ({M}, {d})")
-    gamma = np.stack([scores(X[m], Y[m], v[m]) for m in range(M)])
-    if W is None:
-        K = X
-    else:
-        Wa = _checks._as_float_array(W, "W")
-        if Wa.shape == (d, d):
-            Wa = np.broadcast_to(Wa, (M, d, d))
-        if Wa.shape != (M, d, d):
-            raise ValueError(f"W: expected shape ({d}, {d}) or ({M}, {d}, {d}), got {Wa.shape}")
-        K = np.einsum("mnte,med->mntd", X, _checks.finite(Wa, "W"))
-    P = _checks.batched_vector(p0, d, "p0")
-    if P.ndim == 1:
-        P = P[None]
-    if P.ndim == 2:
-        P = np.broadcast_to(P, (M,) + P.shape)
-    if P.ndim != 3 or P.shape[0] != M:
-        raise ValueError(f"p0: expected shape ({d},), (B, {d}) or ({M}, B, {d}), got {P.shape}")
-    steps = _checks.positive_int(steps, "steps")
-    lr = _checks.positive_float(lr, "lr")
-    eps = _checks.positive_float(eps, "eps")
-    loss = get_loss(loss)
-    if track is None:
-        tracked = np.argmax(gamma, axis=-1)
-    else:
-        tracked = np.stack([_checks.indices(t, n, T, "track") for t in np.asarray(track).reshape(M, n)])
-
-    B = P.shape[1]
-    path = np.empty((steps + 1, M, B, d))
-    margins = np.empty((steps + 1, M * n, B))
-    on = np.empty((steps + 1, M, n, B))
-    off = np.empty((steps + 1, M, n, B))
-    Kt = _tensor(K.reshape(M, n * T, d))
-    G = _tensor(gamma.reshape(M * n, T, 1))
-    Pt = _tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
-    hit = torch.from_numpy(np.arange(T)[None, None, :] == tracked[:, :, None])[..., None]  # (M, n, T, 1)
-
-    def attention(Pt):
-        s = (Kt @ Pt).reshape(M, n, T, B)
-        s -= s.amax(dim=2, keepdim=True)
-        s.exp_()
-        s /= s.sum(dim=2, keepdim=True)
-        return s
-
-    for k in range(steps + 1):
-        path[k] = Pt.transpose(1, 2).numpy()
-        s = attention(Pt)
-        on[k] = torch.where(hit, s, 0.0).sum(dim=2).numpy()
-        off[k] = torch.where(hit, 0.0, s).sum(dim=2).numpy()
-        margin, deviation = _margins(s.reshape(M * n, T, B), G)
-        margins[k] = margin.numpy()
-        if k == steps:
-            break
-        weight = deviation.mul_(s.reshape(M * n, T, B))
-        weight *= (_loss_derivative(loss, margin) / n)[:, None, :]
-        grad = Kt.transpose(1, 2) @ weight.reshape(M, n * T, B)  # (M, d, B)
-        if normalized:
-            grad = grad / (torch.linalg.vector_norm(grad, dim=1, keepdim=True) + eps)
-        Pt = Pt - lr * grad
-    risks = np.mean(loss.value(margins).reshape(steps + 1, M, n, B), axis=2)
-    final = attention(Pt).permute(0, 3, 1, 2).numpy()
-    return StackTrajectory(path, risks, tracked, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2),
-                           final, lr, normalized)

@@ -12,7 +12,7 @@ import torch  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
 from maxmargin import explore, plots  # noqa: E402
-from maxmargin.train import StackTrajectory, gd_stack  # noqa: E402
+from maxmargin.train import StackTrajectory, gd_stack
 
 
 def stack(instances):
