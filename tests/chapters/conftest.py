@@ -1,12 +1,19 @@
 """Chapter tests: the per-chapter timing fixture and the wall-time summary."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+
+# Chapters execute two at a time (pytest -n 2) on two cores, so each kernel gets one BLAS /
+# OpenMP / torch thread. With the default pools the four threads oversubscribe the cores and
+# spin-wait: an 8 s chapter was measured at 128 s that way.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 from chapter_exec import BUDGET_S, TIMINGS, record_timing  # noqa: E402
 
