@@ -95,33 +95,13 @@ def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic"
 
 
 @dataclass(frozen=True)
-class StackTrajectory:
+class StackTrajectory(Trajectory):
     """B gradient-descent runs on p for each of M instances of the same shape (n, T, d).
 
-    Attributes
-    ----------
-    p : (steps + 1, M, B, d) iterates; p[0] is the initialization.
-    loss : (steps + 1, M, B) risk at each iterate.
-    tracked : (M, n) token indices whose attention is recorded (default: highest-score tokens).
-    tracked_attention : (steps + 1, M, B, n) attention on the tracked token of each sequence.
-    other_attention : (steps + 1, M, B, n) attention on all the other tokens, summed; computed
-        directly from the small weights, so it stays accurate far below 1e-16.
-    final_attention : (M, B, n, T) attention weights at the last iterate.
+    The fields of :class:`Trajectory` with an instance axis after the step axis: ``p`` is
+    (steps + 1, M, B, d), ``loss`` (steps + 1, M, B), ``tracked_attention`` and
+    ``other_attention`` (steps + 1, M, B, n), ``tracked`` (M, n), ``final_attention`` (M, B, n, T).
     """
-
-    p: np.ndarray
-    loss: np.ndarray
-    tracked: np.ndarray
-    tracked_attention: np.ndarray
-    other_attention: np.ndarray
-    final_attention: np.ndarray
-    lr: float
-    normalized: bool
-
-    @property
-    def norms(self) -> np.ndarray:
-        """(steps + 1, M, B) Euclidean norms of the iterates."""
-        return np.linalg.norm(self.p, axis=-1)
 
     def cosine(self, directions) -> np.ndarray:
         """(steps + 1, M, B) cosine of each iterate with its instance's direction; ``directions``
@@ -130,10 +110,6 @@ class StackTrajectory:
         if directions.ndim == 2:
             directions = directions[:, None, :]
         return cosine(self.p, directions)
-
-    def selected_tokens(self) -> np.ndarray:
-        """(M, B, n) index of the token with the largest final attention in each sequence."""
-        return np.argmax(self.final_attention, axis=-1)
 
 
 def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
@@ -192,7 +168,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
         tracked = np.stack([_checks.indices(t, n, T, "track") for t in np.asarray(track).reshape(M, n)])
 
     run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked)
-    return StackTrajectory(run.path, run.loss, tracked, run.on, run.off, run.final, lr, normalized)
+    return StackTrajectory(run.path, run.loss, run.on, run.off, tracked, run.final, lr, normalized)
 
 
 @dataclass(frozen=True)
