@@ -9,33 +9,46 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import torch
 from scipy.special import expit
 
 
 @dataclass(frozen=True)
 class Loss:
-    """A margin loss: ``value(x)`` is l(x), ``derivative(x)`` is l'(x) (< 0); elementwise."""
+    """A margin loss: ``value(x)`` is l(x), ``derivative(x)`` is l'(x) (< 0); elementwise.
+
+    ``torch_value`` and ``torch_derivative`` are the same formulas on float64 tensors, for the
+    training loops (a test checks that the two backends agree).
+    """
 
     name: str
     formula: str
     value: Callable[[np.ndarray], np.ndarray]
     derivative: Callable[[np.ndarray], np.ndarray]
+    torch_value: Callable[[torch.Tensor], torch.Tensor]
+    torch_derivative: Callable[[torch.Tensor], torch.Tensor]
 
 
 LOGISTIC = Loss(
     "logistic", "log(1 + exp(-x))",
     value=lambda x: np.logaddexp(0.0, -x),
     derivative=lambda x: -expit(-x),
+    torch_value=lambda x: torch.logaddexp(torch.zeros_like(x), -x),
+    torch_derivative=lambda x: -torch.sigmoid(-x),
 )
 EXPONENTIAL = Loss(
     "exponential", "exp(-x)",
     value=lambda x: np.exp(-x),
     derivative=lambda x: -np.exp(-x),
+    torch_value=lambda x: torch.exp(-x),
+    torch_derivative=lambda x: -torch.exp(-x),
 )
 CORRELATION = Loss(
     "correlation", "-x",
     value=lambda x: -np.asarray(x, dtype=np.float64),
     derivative=lambda x: -np.ones_like(x, dtype=np.float64),
+    torch_value=lambda x: -x,
+    torch_derivative=lambda x: -torch.ones_like(x),
 )
 
 LOSSES: dict[str, Loss] = {loss.name: loss for loss in (LOGISTIC, EXPONENTIAL, CORRELATION)}

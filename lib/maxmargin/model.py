@@ -176,9 +176,12 @@ def _logits(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     return (K.reshape(n * T, d) @ P).reshape(n, T, -1)
 
 
-def _softmax_tokens_(s: torch.Tensor) -> torch.Tensor:
-    """Softmax over the token axis (dim 1) of logits (N, T, B), in place; max-shifted."""
-    s -= s.amax(dim=1, keepdim=True)
+def _softmax_tokens_(s: torch.Tensor, shift: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the token axis (dim 1) of logits (N, T, B), in place.
+
+    ``shift`` (N, 1, B) is the largest logit per sequence when the caller already has it.
+    """
+    s -= s.amax(dim=1, keepdim=True) if shift is None else shift
     np.exp(s.numpy(), out=s.numpy())  # numpy's SIMD exp is about twice torch's on this CPU
     s /= s.sum(dim=1, keepdim=True)
     return s
@@ -189,23 +192,25 @@ def _attention_from_keys(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     return _softmax_tokens_(_logits(K, P))
 
 
-def _margins(s: torch.Tensor, gamma: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Margins z_i = Y_i f(X_i) = sum_t s_it gamma_it (n, B) and deviations gamma_it - z_i (n, T, B).
+def _margins(s: torch.Tensor, gamma: torch.Tensor, top: torch.Tensor | None = None):
+    """Margins z_i = Y_i f(X_i) = sum_t s_it gamma_it (N, B) and deviations gamma_it - z_i (N, T, B).
 
-    ``gamma`` is (n, T, 1) or (n, T, B). Both are computed relative to the most-attended token r,
+    ``gamma`` is (N, T, 1) or (N, T, B); ``top`` (N, 1, B) indexes the most-attended token r of
+    each sequence (found here if not given). Both results are computed relative to r,
     z = gamma_r + sum_t s_t (gamma_t - gamma_r), so that when attention is nearly one-hot the
     tiny deviation gamma_r - z keeps its relative accuracy instead of cancelling to noise.
     """
     n, T, B = s.shape
-    top = torch.max(s, dim=1, keepdim=True).indices
-    centred = gamma - torch.gather(gamma.expand(n, T, B), 1, top)
+    if top is None:
+        top = torch.max(s, dim=1, keepdim=True).indices
+    reference = torch.gather(gamma.expand(n, T, B), 1, top)
+    centred = gamma - reference
     offset = torch.sum(s * centred, dim=1, keepdim=True)
-    margin = (torch.gather(gamma.expand(n, T, B), 1, top) + offset)[:, 0, :]
-    return margin, centred.sub_(offset)
+    return (reference + offset)[:, 0, :], centred.sub_(offset)
 
 
 def _loss_derivative(loss: Loss, margin: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.asarray(loss.derivative(margin.numpy()), dtype=np.float64))
+    return loss.torch_derivative(margin)
 
 
 def _logit_grad(s, deviation, margin, loss: Loss, out=None, n: int | None = None) -> torch.Tensor:

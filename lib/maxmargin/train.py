@@ -194,26 +194,29 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records
     Kt = _tensor(K.reshape(M, n * T, d))
     G = _tensor(gamma.reshape(M * n, T, 1))
     Pt = _tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
-    hit = torch.from_numpy(np.arange(T) == tracked[..., None]).reshape(M * n, T, 1)
-
-    def attention(Pt):  # (M * n, T, B)
-        return _softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
+    hit = np.arange(T) == tracked[..., None]  # (M, n, T)
+    on_mask = torch.from_numpy(hit.reshape(M * n, 1, T).astype(np.float64))
+    off_mask = 1.0 - on_mask
 
     with _threads_for(M * n * T * B):
         for k in range(steps + 1):
             path[k] = Pt.transpose(1, 2).numpy()
-            s = attention(Pt)
-            on[k] = (s * hit).sum(dim=1).reshape(M, n, B).numpy()
-            off[k] = (s * ~hit).sum(dim=1).reshape(M, n, B).numpy()  # accurate far below 1e-16
-            margin, deviation = _margins(s, G)
+            logits = (Kt @ Pt).reshape(M * n, T, B)
+            shift, top = torch.max(logits, dim=1, keepdim=True)
+            s = _softmax_tokens_(logits, shift)
+            on[k] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
+            off[k] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
+            margin, deviation = _margins(s, G, top)
             margins[k] = margin.numpy()
             if k == steps:
                 break
             dlogits = _logit_grad(s, deviation, margin, loss, out=s, n=n)
             grad = Kt.transpose(1, 2) @ dlogits.reshape(M, n * T, B)  # (M, d, B)
             Pt = Pt - lr * _step_direction(grad, normalized, eps)
-        final = attention(Pt).reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
-    risks = np.mean(loss.value(margins).reshape(steps + 1, M, n, B), axis=2)
+        final = _softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
+    final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
+    risks = loss.torch_value(torch.from_numpy(margins)).numpy()
+    risks = np.mean(risks.reshape(steps + 1, M, n, B), axis=2)
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
 
 
@@ -355,14 +358,19 @@ def _initial_batch(x0, d: int, name: str) -> np.ndarray:
 def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.Tensor:
     """The gradient (..., d, B) itself, or each column divided by (its norm + eps).
 
-    The norm is taken of the column scaled by its largest entry, so that it does not underflow
-    to 0 for gradients below 1e-154 (which would turn a tiny gradient into a huge step).
+    A column below 1e-140 is rescaled by its largest entry before the norm is taken, so that
+    its squares do not underflow to a zero norm (which would turn a tiny gradient into a huge
+    step).
     """
     if not normalized:
         return grad
-    scale = grad.abs().amax(dim=-2, keepdim=True)
-    unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
-    return grad / (scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + eps)
+    norm = torch.linalg.vector_norm(grad, dim=-2, keepdim=True)
+    if bool((norm < 1e-140).any()):
+        scale = grad.abs().amax(dim=-2, keepdim=True)
+        unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
+        norm = scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True)
+    return grad / (norm + eps)
+
 
 
 # --- chapter 03: many instances at once ---------------------------------------------------------
