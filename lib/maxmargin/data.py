@@ -7,7 +7,7 @@ read by ``v = (0, 0, 1)``, so keys and scores can be set independently.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -84,6 +84,21 @@ def fig2() -> Instance:
                     notes="n=3, T=7, d=3; 0.2*randn plus shifts; optimal token 0 in every sequence")
 
 
+def fig1_moved(x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
+    """The Fig. 1 instance with token x3's score and token x2's attended position changed.
+
+    x3_score : gamma of x3 (0 in Fig. 1b, 0.9 in Fig. 1a); x2 : (2,) x2's first two coordinates.
+    Returns an Instance with n=1, T=3, d=3, W = diag(1, 1, 0), and Fig. 1's starts.
+    """
+    x3_score = float(_checks.finite(np.asarray(x3_score, dtype=float), "x3_score"))
+    x2 = _checks.vector(x2, 2, "x2")
+    base = fig1("b")
+    X = base.X.copy()
+    X[0, 2, 2] = x3_score
+    X[0, 1, :2] = x2
+    return replace(base, name="fig1-moved", X=X)
+
+
 def fig3(variant: str = "tight") -> Instance:
     """Figure 3: joint training of (v, p); n=3, T=2, d=2, W = identity, selected token 1.
 
@@ -98,6 +113,20 @@ def fig3(variant: str = "tight") -> Instance:
     return Instance(f"fig3-{variant}", X, np.array([1.0, -1.0, 1.0]), np.array([-1.0, 0.0]), None,
                     np.array([[0.0, -1.0]]), v0=np.array([-1.0, 0.0]),
                     notes="token 0 is the origin in every sequence; token 1 is the selected one")
+
+
+def fig3_moved(c: float) -> Instance:
+    """The Fig. 3 instance with the third sequence's selected token moved to (0.5, c).
+
+    c = 1 is the paper's "tight" panel (a), c = 1.5 the "relaxed" panel (b). For c > 1 the third
+    sequence has v-margin c > 1 under v = (0, 1) and leaves the v-SVM support set.
+    Returns an Instance with n=3, T=2, d=2, W = identity, starts v0=(-1, 0), p0=(0, -1).
+    """
+    c = _checks.positive_float(c, "c")
+    base = fig3("tight")
+    X = base.X.copy()
+    X[2, 1] = [0.5, c]
+    return replace(base, name=f"fig3-c{c:g}", X=X)
 
 
 def fig4(C: float) -> Instance:

@@ -13,7 +13,11 @@ from typing import Callable, NamedTuple, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from . import plots
+from . import _checks, data, plots
+from .model import attention, optimal_risk, risk
+from .optimality import feasible_selections
+from .svm import att_svm, v_svm
+from .train import gd, gd_joint
 
 
 _CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*/?>')
@@ -101,8 +105,6 @@ def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence
     points : (k, 2) prompts (p1, p2) (other coordinates 0); names : k labels (default A, B, ...);
     grid : a precomputed :func:`maxmargin.plots.risk_gap_grid` (computed here if None).
     """
-    from .model import attention, optimal_risk, risk
-    from .svm import att_svm
 
     points = np.atleast_2d(np.asarray(points, dtype=float))
     if points.ndim != 2 or points.shape[1] != 2:
@@ -179,26 +181,6 @@ def prompt_explorer(inst, sequence: int = 0, max_norm: float = 10.0):
 FIG1_NAMES = ("x1", "x2", "x3")
 
 
-def fig1_moved(x3_score: float = 0.0, x2=(1.0, 0.0)):
-    """The Fig. 1 instance with token x3's score and token x2's attended position changed.
-
-    x3_score : gamma of x3 (0 in Fig. 1b, 0.9 in Fig. 1a); x2 : (2,) x2's first two coordinates.
-    Returns a ``mm.data.Instance`` (n=1, T=3, d=3, W = diag(1, 1, 0)).
-    """
-    from dataclasses import replace
-
-    from . import _checks
-    from .data import fig1
-
-    x3_score = float(_checks.finite(np.asarray(x3_score, dtype=float), "x3_score"))
-    x2 = _checks.vector(x2, 2, "x2")
-    base = fig1("b")
-    X = base.X.copy()
-    X[0, 2, 2] = x3_score
-    X[0, 1, :2] = x2
-    return replace(base, name="fig1-moved", X=X)
-
-
 def fig1_local_optima(ax, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: float = 0.0,
                       title: bool = True):
     """Explorer panel: which selections of the moved Fig. 1 instance are locally optimal.
@@ -206,9 +188,8 @@ def fig1_local_optima(ax, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: float 
     Draws the tokens (labelled with their scores) and the ATT-SVM direction of every feasible
     selection (:func:`maxmargin.plots.selection_directions`). Returns the list of ``mm.Selection``.
     """
-    from .optimality import feasible_selections
 
-    inst = fig1_moved(x3_score, (x2_x, x2_y))
+    inst = data.fig1_moved(x3_score, (x2_x, x2_y))
     found = feasible_selections(inst.X, inst.Y, inst.v, inst.W)
     gamma = inst.scores[0]
     top = int(np.argmax(gamma)) if np.sum(gamma == gamma.max()) == 1 else None
@@ -235,7 +216,6 @@ def basin(inst, extent: float = 8.0, num: int = 61, steps: int = 200, lr: float 
     batched :func:`maxmargin.gd` call (logistic loss, eps 1e-12). Returns (grid (num,),
     selected (num, num) token index of sequence 0, row j is b = grid[j]).
     """
-    from .train import gd
 
     grid = np.linspace(-extent, extent, num)
     A, B = np.meshgrid(grid, grid)
@@ -247,7 +227,6 @@ def basin(inst, extent: float = 8.0, num: int = 61, steps: int = 200, lr: float 
 
 def _svm_rays(ax, inst, locally_optimal_only: bool = True):
     """Draw the ATT-SVM direction of each (locally-optimal) selection of a one-sequence instance."""
-    from .optimality import feasible_selections
 
     top = int(np.argmax(inst.scores[0]))
     for s in feasible_selections(inst.X, inst.Y, inst.v, inst.W):
@@ -266,7 +245,7 @@ def draw_basin(ax, x3_score: float = 0.0, extent: float = 8.0, num: int = 41, st
     draws the tokens and the ATT-SVM rays of the locally-optimal selections; ``legend`` adds a
     legend of the colours and rays. Returns the fraction of starts that end at each token, shape (3,).
     """
-    inst = fig1_moved(x3_score)
+    inst = data.fig1_moved(x3_score)
     grid, selected = basin(inst, extent, num, steps)
     _, handles = plots.selection_map(ax, grid, grid, selected, [f"ends at {t}" for t in FIG1_NAMES],
                                      colors=[plots.GLOBAL_COLOR, plots.LOCAL_COLOR, plots.GREEN])
@@ -288,9 +267,8 @@ def draw_score_explorer(ax, x3_score: float = 0.0, angle: float = -80.0, norm: f
     ATT-SVM rays of the locally-optimal selections and the path; the title names the selected
     token. Returns the selected token index.
     """
-    from .train import gd
 
-    inst = fig1_moved(x3_score)
+    inst = data.fig1_moved(x3_score)
     a = np.deg2rad(angle)
     run = gd(inst.X, inst.Y, inst.v, [norm * np.cos(a), norm * np.sin(a), 0.0], steps, 0.1,
              W=inst.W, normalized=True)
@@ -324,7 +302,6 @@ def ring_risk(X, Y, v, R: float, W=None, loss="logistic", num: int = 721):
     Returns (angles in degrees (num,), excess risk (num,)); the paper's instances attend to the
     first two coordinates, so this circle holds every prompt of norm R that matters.
     """
-    from .model import optimal_risk, risk
 
     X = np.asarray(X, dtype=float)
     theta = np.linspace(-180.0, 180.0, num)
@@ -339,9 +316,8 @@ def draw_fig4_ring(ax, R: float = 4.0, C: float = 10.0, legend: bool = True):
     The ATT-SVM direction (1, 0, 0) is at angle 0 for every C; each loss's minimiser on the
     circle (a dot) is where the regularization path p_bar(R) points.
     """
-    from .data import fig4
 
-    inst = fig4(C)
+    inst = data.fig4(C)
     for loss, color in (("correlation", plots.VERMILLION), ("logistic", plots.BLUE)):
         theta, gap = ring_risk(inst.X, inst.Y, inst.v, R, inst.W, loss)
         gap = np.maximum(gap, 1e-300)
@@ -373,25 +349,6 @@ def fig4_ring_explorer():
 FIG3_SETTINGS = dict(lr=0.1, eps_p=1e-19, eps_v=1e-9)  # the paper's joint-training run
 
 
-def fig3_moved(c: float):
-    """The Fig. 3 instance with the third sequence's selected token moved to (0.5, c).
-
-    c = 1 is the paper's "tight" panel (a), c = 1.5 the "relaxed" panel (b). For c > 1 the third
-    sequence has v-margin c > 1 under v = (0, 1) and leaves the v-SVM support set.
-    Returns a ``mm.data.Instance`` (n=3, T=2, d=2, W = identity, starts v0=(-1, 0), p0=(0, -1)).
-    """
-    from dataclasses import replace
-
-    from . import _checks
-    from .data import fig3
-
-    c = _checks.positive_float(c, "c")
-    base = fig3("tight")
-    X = base.X.copy()
-    X[2, 1] = [0.5, c]
-    return replace(base, name=f"fig3-c{c:g}", X=X)
-
-
 class JointSVMs(NamedTuple):
     """The three max-margin problems of joint training (see :func:`joint_svms`)."""
 
@@ -407,8 +364,6 @@ def joint_svms(X, Y, alpha, W=None) -> JointSVMs:
     W : (d, d) or None. The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are
     not support vectors of the v-SVM. Returns a :class:`JointSVMs`.
     """
-    from . import _checks
-    from .svm import att_svm, v_svm
 
     X = _checks.tokens(X)
     n, T, _ = X.shape
@@ -420,11 +375,9 @@ def joint_svms(X, Y, alpha, W=None) -> JointSVMs:
 def joint_run(c: float, steps: int = 200):
     """Joint normalized GD on :func:`fig3_moved` (c) with the paper's settings; returns
     (instance, JointTrajectory, JointSVMs). The trajectory holds ``steps`` iterates (0..steps-1)."""
-    from . import _checks
-    from .train import gd_joint
 
     steps = _checks.positive_int(steps, "steps", minimum=2)
-    inst = fig3_moved(c)
+    inst = data.fig3_moved(c)
     run = gd_joint(inst.X, inst.Y, inst.v0, inst.p0, steps=steps - 1, W=inst.W, **FIG3_SETTINGS)
     return inst, run, joint_svms(inst.X, inst.Y, [1, 1, 1], inst.W)
 

@@ -105,12 +105,12 @@ def test_mean_with_error():
 
 
 def test_fig1_moved_and_explorer():
-    assert np.array_equal(explore.fig1_moved(0.9).X, mm.data.fig1("a").X)
-    assert np.array_equal(explore.fig1_moved(0.0).X, mm.data.fig1("b").X)
+    assert np.array_equal(mm.data.fig1_moved(0.9).X, mm.data.fig1("a").X)
+    assert np.array_equal(mm.data.fig1_moved(0.0).X, mm.data.fig1("b").X)
     with pytest.raises(ValueError, match="x2"):
-        explore.fig1_moved(0.0, (1.0, 0.0, 0.0))
+        mm.data.fig1_moved(0.0, (1.0, 0.0, 0.0))
     with pytest.raises(ValueError, match="x3_score"):
-        explore.fig1_moved(np.nan)
+        mm.data.fig1_moved(np.nan)
     fig, ax = plt.subplots()
     found = explore.fig1_local_optima(ax, x3_score=0.0)
     assert [s.alpha for s in found if s.locally_optimal] == [(0,), (1,)]

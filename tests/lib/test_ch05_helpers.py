@@ -24,9 +24,9 @@ def full_svm_closed_form(c):
 
 
 def test_fig3_moved_reproduces_both_paper_panels():
-    np.testing.assert_array_equal(explore.fig3_moved(1.0).X, mm.data.fig3("tight").X)
-    np.testing.assert_array_equal(explore.fig3_moved(1.5).X, mm.data.fig3("relaxed").X)
-    inst = explore.fig3_moved(1.3)
+    np.testing.assert_array_equal(mm.data.fig3_moved(1.0).X, mm.data.fig3("tight").X)
+    np.testing.assert_array_equal(mm.data.fig3_moved(1.5).X, mm.data.fig3("relaxed").X)
+    inst = mm.data.fig3_moved(1.3)
     assert inst.X.shape == (3, 2, 2) and inst.X[2, 1].tolist() == [0.5, 1.3]
     np.testing.assert_array_equal(inst.v0, [-1.0, 0.0])
     np.testing.assert_array_equal(inst.p0, [[0.0, -1.0]])
@@ -36,12 +36,12 @@ def test_fig3_moved_reproduces_both_paper_panels():
                                         (np.nan, ValueError), ("1", TypeError)])
 def test_fig3_moved_rejects_bad_c(bad, error):
     with pytest.raises(error, match="c"):
-        explore.fig3_moved(bad)
+        mm.data.fig3_moved(bad)
 
 
 @pytest.mark.parametrize("c", np.linspace(0.6, 2.0, 8))
 def test_joint_svms_match_closed_forms(c):
-    inst = explore.fig3_moved(c)
+    inst = mm.data.fig3_moved(c)
     svms = explore.joint_svms(inst.X, inst.Y, ALPHA)
     np.testing.assert_allclose(svms.full.p, full_svm_closed_form(c), atol=1e-9)
     if c > 1:   # v_mm = (0, 1); sequence 3 has v-margin c > 1 and is relaxed
@@ -56,7 +56,7 @@ def test_joint_svms_match_closed_forms(c):
 
 @pytest.mark.parametrize("c", [0.7, 1.0, 1.5])
 def test_joint_svms_agree_with_cvxpy(c):
-    inst = explore.fig3_moved(c)
+    inst = mm.data.fig3_moved(c)
     svms = explore.joint_svms(inst.X, inst.Y, ALPHA)
     v_ref = mm.v_svm(inst.X[:, 1], inst.Y, solver="cvxpy")
     p_ref = mm.att_svm(inst.X, ALPHA, relaxed=~v_ref.support, solver="cvxpy")
@@ -65,7 +65,7 @@ def test_joint_svms_agree_with_cvxpy(c):
 
 
 def test_joint_svms_rejects_bad_selection():
-    inst = explore.fig3_moved(1.5)
+    inst = mm.data.fig3_moved(1.5)
     with pytest.raises(ValueError, match="alpha"):
         explore.joint_svms(inst.X, inst.Y, [1, 1, 2])
 
