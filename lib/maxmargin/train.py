@@ -192,6 +192,7 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records
     on = np.empty((steps + 1, M, n, B))
     off = np.empty((steps + 1, M, n, B))
     Kt = _tensor(K.reshape(M, n * T, d))
+    KtT = Kt.transpose(1, 2).contiguous()  # (M, d, n T): a contiguous copy makes the contraction faster
     G = _tensor(gamma.reshape(M * n, T, 1))
     Pt = _tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
     hit = np.arange(T) == tracked[..., None]  # (M, n, T)
@@ -211,7 +212,7 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records
             if k == steps:
                 break
             dlogits = _logit_grad(s, deviation, margin, loss, out=s, n=n)
-            grad = Kt.transpose(1, 2) @ dlogits.reshape(M, n * T, B)  # (M, d, B)
+            grad = KtT @ dlogits.reshape(M, n * T, B)  # (M, d, B)
             Pt = Pt - lr * _step_direction(grad, normalized, eps)
         final = _softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
