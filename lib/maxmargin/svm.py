@@ -49,8 +49,24 @@ def _margin(norm: float) -> float:
     return float(np.inf) if norm == 0 else 1.0 / norm
 
 
+class _PromptSolution:
+    """``norm`` and ``direction`` of a result whose solution is the prompt ``p``."""
+
+    p: np.ndarray
+
+    @property
+    def norm(self) -> float:
+        """||p||."""
+        return float(np.linalg.norm(self.p))
+
+    @property
+    def direction(self) -> np.ndarray:
+        """The unit direction p / ||p||, shape (d,) (zeros when p = 0)."""
+        return self.p / self.norm if self.norm > 0 else np.zeros_like(self.p)
+
+
 @dataclass(frozen=True, eq=False)
-class SVMResult:
+class SVMResult(_PromptSolution):
     """Solution of ATT-SVM for one selection ``alpha``.
 
     Attributes
@@ -73,19 +89,9 @@ class SVMResult:
     multipliers: np.ndarray
     relaxed: np.ndarray
 
-    @property
-    def norm(self) -> float:
-        """||p||."""
-        return float(np.linalg.norm(self.p))
-
-    @property
-    def direction(self) -> np.ndarray:
-        """The unit direction p / ||p||, shape (d,) (zeros when p = 0)."""
-        return self.p / self.norm if self.norm > 0 else np.zeros_like(self.p)
-
 
 @dataclass(frozen=True, eq=False)
-class SetSVMResult:
+class SetSVMResult(_PromptSolution):
     """Solution of the set version of ATT-SVM (one optimal set of tokens per sequence).
 
     Attributes
@@ -103,16 +109,6 @@ class SetSVMResult:
     constraints: np.ndarray
     support: np.ndarray
     sets: np.ndarray
-
-    @property
-    def norm(self) -> float:
-        """||p||."""
-        return float(np.linalg.norm(self.p))
-
-    @property
-    def direction(self) -> np.ndarray:
-        """p / ||p||, shape (d,)."""
-        return self.p / self.norm
 
 
 @dataclass(frozen=True, eq=False)
@@ -400,6 +396,24 @@ def _explain_infeasible(
     return ValueError(f"{prefix} {jointly(group)}")
 
 
+def _unrankable(D: np.ndarray, i: int, alpha: np.ndarray, by: str) -> str:
+    """Why sequence i alone is infeasible: a duplicate of the selected key, or the convex hull."""
+    twin = _same_key(D, i, alpha)
+    why = (
+        f"token {twin} has the same key, a duplicate of the selected token"
+        if twin is not None
+        else "its key lies in the convex hull of the others"
+    )
+    return f"in sequence {i} token {alpha[i]} cannot be ranked above all other tokens by any {by} ({why})"
+
+
+def _not_jointly(group: list[int], by: str, note: str = "") -> str:
+    return (
+        f"every sequence can be separated on its own, but sequences {group}{note} "
+        f"cannot be separated by one common {by}"
+    )
+
+
 def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Exception:
     """Explain why no p has D[i, t] . p >= b_i for every t != alpha_i."""
     others = _others(alpha, D.shape[1])
@@ -411,24 +425,11 @@ def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Ex
     def alone(i: int) -> str | None:
         if b[i] == 0 or feasible([i]):
             return None
-        twin = _same_key(D, i, alpha)
-        why = (
-            f"token {twin} has the same key, a duplicate of the selected token"
-            if twin is not None
-            else "its key lies in the convex hull of the others"
-        )
-        return (
-            f"in sequence {i} token {alpha[i]} cannot be ranked above all other tokens "
-            f"by any p ({why})"
-        )
+        return _unrankable(D, i, alpha, "p")
 
     def jointly(group: list[int]) -> str:
         relaxed = [i for i in group if b[i] == 0]
-        note = f" (relaxed among them: {relaxed})" if relaxed else ""
-        return (
-            f"every sequence can be separated on its own, but sequences {group}{note} "
-            "cannot be separated by one common p"
-        )
+        return _not_jointly(group, "p", f" (relaxed among them: {relaxed})" if relaxed else "")
 
     prefix = "alpha: ATT-SVM is infeasible:"
     return _explain_infeasible(prefix, len(alpha), feasible, alone, jointly)
@@ -917,21 +918,9 @@ def _w_infeasible(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> Exception:
             return None
         if not queries[i].any():
             return f"the query z_{i} of sequence {i} is zero, so x^T W z_{i} = 0 for every W"
-        twin = _same_key(D, i, alpha)
-        why = (
-            f"token {twin} equals the selected token"
-            if twin is not None
-            else "it lies in the convex hull of the others"
-        )
-        return (
-            f"in sequence {i} token {alpha[i]} cannot be ranked above all other tokens "
-            f"by any W ({why})"
-        )
+        return _unrankable(D, i, alpha, "W")
 
     def jointly(group: list[int]) -> str:
-        return (
-            f"every sequence can be separated on its own, but sequences {group} cannot be "
-            "separated by one common W"
-        )
+        return _not_jointly(group, "W")
 
     return _explain_infeasible("alpha: W-SVM is infeasible:", n, feasible, alone, jointly)
