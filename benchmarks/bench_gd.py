@@ -75,7 +75,7 @@ def measure(threads: int) -> tuple[float, float, float]:
     P0 = np.random.default_rng(1).standard_normal((RUNS, D)) * 0.1
     rates = {"paper-style loop": [], "lean autograd loop": [], "batched mm.gd": []}
     batched(inst, P0[:2])  # warm-up
-    for _ in range(3):  # interleaved, so machine noise hits every contender alike
+    for _ in range(5):  # interleaved, so machine noise hits every contender alike
         r, paper_final = rate(paper_style_loop, inst, P0[:LOOP_RUNS])
         rates["paper-style loop"].append(r)
         r, lean_final = rate(lean_autograd_loop, inst, P0[:LOOP_RUNS])
