@@ -46,3 +46,16 @@ def test_binder_environment_is_cpu_only_and_small():
     python = next(s for s in specs if s.startswith("python="))
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert requires == ">=" + python.split("=")[1]
+
+
+def test_binder_post_build_opens_markdown_as_notebooks(tmp_path):
+    """postBuild (run by repo2docker) writes JupyterLab settings that open .md via jupytext."""
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ, NB_PYTHON_PREFIX=str(tmp_path))
+    subprocess.run(["bash", str(ROOT / "postBuild")], check=True, env=env)
+    settings = json.loads((tmp_path / "share/jupyter/lab/settings/overrides.json").read_text())
+    viewers = settings["@jupyterlab/docmanager-extension:plugin"]["defaultViewers"]
+    assert viewers["markdown"] == "Jupytext Notebook"
