@@ -105,6 +105,24 @@ def mask(m, n: int, name: str) -> np.ndarray:
     return arr
 
 
+def token_sets(sets, n: int, T: int, proper: bool = False, name: str = "sets") -> np.ndarray:
+    """A boolean mask of token sets, shape (n, T), with at least one token per sequence.
+
+    With ``proper`` every set must also leave at least one token out (as the set-SVM needs).
+    """
+    arr = np.asarray(sets)
+    if arr.dtype != bool:
+        raise TypeError(f"{name}: expected a boolean mask of shape ({n}, {T}), got dtype {arr.dtype}")
+    if arr.shape != (n, T):
+        raise ValueError(f"{name}: expected shape ({n}, {T}), got {arr.shape}")
+    for i, row in enumerate(arr):
+        if not row.any():
+            raise ValueError(f"{name}: the set of sequence {i} is empty (needs at least one True)")
+        if proper and row.all():
+            raise ValueError(f"{name}: the set of sequence {i} holds every token (needs a False)")
+    return arr
+
+
 def positive_int(k, name: str, minimum: int = 1) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer, got {type(k).__name__}")

@@ -82,18 +82,6 @@ def _head(head, d: int):
     raise TypeError(f"head: expected an MLPHead, got {type(head).__name__}")
 
 
-def _sets_mask(sets, n: int, T: int) -> np.ndarray:
-    arr = np.asarray(sets)
-    if arr.dtype != bool:
-        raise TypeError(f"sets: expected a boolean mask of shape ({n}, {T}), got dtype {arr.dtype}")
-    if arr.shape != (n, T):
-        raise ValueError(f"sets: expected shape ({n}, {T}), got {arr.shape}")
-    empty = ~arr.any(axis=1)
-    if empty.any():
-        raise ValueError(f"sets: the set of sequence {int(np.argmax(empty))} is empty")
-    return arr
-
-
 def _head_forward(X, Y, K, head, P, loss: Loss, sets, need_grad: bool):
     """Risk (B,) and gradient (B, d) of the head model at prompts P (B, d).
 
@@ -122,7 +110,7 @@ def _head_inputs(X, Y, head, p, W, loss, sets):
     head = _head(head, d)
     K = keys(X, W)
     p = _checks.batched_vector(p, d, "p")
-    sets = None if sets is None else _sets_mask(sets, n, T)
+    sets = None if sets is None else _checks.token_sets(sets, n, T)
     return X, Y, K, head, p, get_loss(loss), sets
 
 
@@ -133,7 +121,7 @@ def head_attention(X, p, W=None, sets=None) -> np.ndarray:
     p = _checks.batched_vector(p, X.shape[2], "p")
     logits = np.einsum("ntd,...d->...nt", K, p)
     if sets is not None:
-        logits = np.where(_sets_mask(sets, *X.shape[:2]), logits, -np.inf)
+        logits = np.where(_checks.token_sets(sets, *X.shape[:2]), logits, -np.inf)
     return softmax(logits)
 
 
@@ -235,7 +223,7 @@ def set_offset(X, Y, head: MLPHead, sets, W=None, loss: str | Loss = "logistic")
     n, T, d = X.shape
     Y = _checks.labels(Y, n)
     head = _head(head, d)
-    sets = _sets_mask(sets, n, T)
+    sets = _checks.token_sets(sets, n, T)
     loss = get_loss(loss)
     K = keys(X, W)
     first = np.argmax(sets, axis=1)

@@ -559,25 +559,11 @@ def is_feasible(X, alpha, W=None, relaxed=None) -> bool:
 # ----------------------------------------------------------------------------------------------
 
 
-def _sets(sets, n: int, T: int) -> np.ndarray:
-    arr = np.asarray(sets)
-    if arr.dtype != bool:
-        raise TypeError(f"sets: expected a boolean mask of shape ({n}, {T}), got dtype {arr.dtype}")
-    if arr.shape != (n, T):
-        raise ValueError(f"sets: expected shape ({n}, {T}), got {arr.shape}")
-    for i, row in enumerate(arr):
-        if not row.any():
-            raise ValueError(f"sets: the set of sequence {i} is empty (needs at least one True)")
-        if row.all():
-            raise ValueError(f"sets: the set of sequence {i} holds every token (needs a False)")
-    return arr
-
-
 def _set_inputs(X, sets, W):
     X = _checks.tokens(X)
     n, T, d = X.shape
     W = _checks.key_matrix(W, d)
-    return _keys(X, W), _sets(sets, n, T)
+    return _keys(X, W), _checks.token_sets(sets, n, T, proper=True)
 
 
 def _set_rows(K: np.ndarray, sets: np.ndarray):
