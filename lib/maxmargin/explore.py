@@ -293,7 +293,7 @@ def score_explorer():
                 angle=w.FloatSlider(value=-80.0, min=-180.0, max=180.0, step=2.0, description="angle"),
                 norm=w.FloatSlider(value=1.0, min=0.25, max=8.0, step=0.25, description="norm"))
 
-# --- chapter 04: regularization paths ----------------------------------------------------------
+# --- chapter 05: regularization paths ----------------------------------------------------------
 
 
 def ring_risk(X, Y, v, R: float, W=None, loss="logistic", num: int = 721):
@@ -343,7 +343,7 @@ def fig4_ring_explorer():
                                             description="C"),
                 legend=ipywidgets.fixed(True))
 
-# --- chapter 05: joint training ----------------------------------------------------------------
+# --- chapter 06: joint training ----------------------------------------------------------------
 
 
 FIG3_SETTINGS = dict(lr=0.1, eps_p=1e-19, eps_v=1e-9)  # the paper's joint-training run

@@ -434,7 +434,7 @@ def signed_log_map(ax, xs, ys, values, linthresh: float = 1e-8, vmax: float | No
     ax.set_aspect("equal")
     return mesh
 
-# --- chapter 04: regularization paths ----------------------------------------------------------
+# --- chapter 05: regularization paths ----------------------------------------------------------
 
 
 def regularization_path(ax, points, radii=None, color=PURPLE, label="regularization path",
@@ -464,7 +464,7 @@ def loss_effect(ax, runs, color, label=None, dashed=(100.0,), alpha_step: float 
         ax.plot(P[:, 0], P[:, 1], "--", color=color, lw=1.8, label=None if label is None else f"{label}, C={C:g}")
     return ax
 
-# --- chapter 05: joint training ----------------------------------------------------------------
+# --- chapter 06: joint training ----------------------------------------------------------------
 
 FIG3_WINDOW = ((-2.0, 15.0), (-3.0, 12.0))
 

@@ -30,8 +30,8 @@ EXPLORERS = {
     "01 prompt plane": lambda: explore.prompt_explorer(mm.data.fig1("a")),
     "02 local optima": chapter_02_explorer,
     "03 score and basin": explore.score_explorer,
-    "04 loss ring": explore.fig4_ring_explorer,
-    "05 joint training": lambda: explore.joint_explorer(steps=40),
+    "05 loss ring": explore.fig4_ring_explorer,
+    "06 joint training": lambda: explore.joint_explorer(steps=40),
 }
 
 

@@ -1,4 +1,4 @@
-"""Chapter 05 helpers: the moved Fig. 3 instance, the joint SVMs, the joint-path panel.
+"""Chapter 06 helpers: the moved Fig. 3 instance, the joint SVMs, the joint-path panel.
 
 References are independent of the fast solver: closed forms worked out by hand for the Fig. 3
 family r_3 = (0.5, c), and the cvxpy/Clarabel formulation.
