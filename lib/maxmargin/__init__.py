@@ -22,5 +22,6 @@ from .svm import (
 from .train import (
     JointTrajectory, StackTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_stack, gd_W,
 )
+from .traps import TrapSet, trap_sets
 
 __version__ = "0.1.0"

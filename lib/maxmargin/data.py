@@ -140,6 +140,22 @@ def fig4(C: float) -> Instance:
                     np.zeros((1, 3)), notes="the max-margin direction is (1, 0, 0) for every C")
 
 
+def trap_counterexample() -> Instance:
+    """Two sequences on which gradient descent from some starts misses the optimal tokens.
+
+    n = 2, T = 2, d = 3, W = diag(1, 1, 0), v = e3, Y = (+1, +1). Sequence 0: optimal key (-2, 3),
+    other (0, 0); sequence 1: optimal key (1, 0), other (0, 0); scores 1 and 0. The non-optimal
+    scores are trivially equal and the ATT-SVM of the optimal tokens is p_mm = (1, 1, 0), yet plain
+    GD from p0 = (4, 0, 0) keeps sequence 0 on its non-optimal token for ever (a trap set {0}).
+    ``p0`` holds the starts (0, 0, 0) and (4, 0, 0).
+    """
+    X = np.array([[[-2.0, 3.0, 1.0], [0.0, 0.0, 0.0]],
+                  [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]])
+    p0 = np.array([[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
+    return Instance("trap-counterexample", X, np.ones(2), _VALUE_AXIS.copy(), _ATTEND_FIRST_TWO.copy(),
+                    p0, notes="a counterexample to global convergence from every start (n = 2)")
+
+
 def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = False,
                     margin: float | None = 0.5, spread: float = 1.0) -> Instance:
     """A seeded random instance with separate key and value coordinates.

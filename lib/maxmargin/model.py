@@ -125,7 +125,13 @@ def risk_grad_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarra
 
 
 def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
-    """The infimum L* = (1/n) sum_i loss(max_t gamma_it); reached by no finite p."""
+    """The lower bound L* = (1/n) sum_i loss(max_t gamma_it) of the risk at every p.
+
+    L* is the infimum of the risk when ATT-SVM(opt) is feasible (some p ranks every optimal token
+    strictly first; unique optimal tokens, strictly decreasing continuous loss), and then it is
+    approached only as ||p|| -> inf and reached by no finite p. Otherwise the infimum is strictly
+    larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
+    """
     gamma = scores(X, Y, v)
     return float(np.mean(get_loss(loss).value(gamma.max(axis=-1))))
 

@@ -1,7 +1,8 @@
 """Chapter 06 helpers: the moved Fig. 3 instance, the joint SVMs, the joint-path panel.
 
-References are independent of the fast solver: closed forms worked out by hand for the Fig. 3
-family r_3 = (0.5, c), and the cvxpy/Clarabel formulation.
+References are independent of the code under test: closed forms worked out by hand for the
+Fig. 3 family r_3 = (0.5, c), the cvxpy/Clarabel formulation, and a torch autograd loop of joint
+normalized GD written in this file.
 """
 import matplotlib
 
@@ -10,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
 from maxmargin import explore, plots  # noqa: E402
@@ -51,6 +53,10 @@ def test_joint_svms_match_closed_forms(c):
     else:       # sequence 3 is a support vector: relaxed = full
         assert svms.v.support[2]
         np.testing.assert_allclose(svms.relaxed.p, svms.full.p, atol=1e-9)
+    if c < 1:   # rows 2 and 3 tight: v_2 - v_1 = 1, 0.5 v_1 + c v_2 = 1; sequence 1 leaves S
+        v1 = (1 - c) / (c + 0.5)
+        np.testing.assert_allclose(svms.v.v, [v1, 1 + v1], atol=1e-9)
+        assert svms.v.support.tolist() == [False, True, True]
     np.testing.assert_array_equal(svms.relaxed.relaxed, ~svms.v.support)
 
 
@@ -70,15 +76,44 @@ def test_joint_svms_rejects_bad_selection():
         explore.joint_svms(inst.X, inst.Y, [1, 1, 2])
 
 
-def test_joint_run_is_the_papers_gd_joint():
-    inst, run, svms = explore.joint_run(1.5, steps=50)
-    ref = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 49, 0.1, eps_p=1e-19, eps_v=1e-9)
-    assert run.p.shape == (50, 1, 2) and run.v.shape == (50, 1, 2)
-    np.testing.assert_array_equal(run.p, ref.p)
-    np.testing.assert_array_equal(run.v, ref.v)
-    np.testing.assert_allclose(svms.relaxed.p, [1.0, 0.0], atol=1e-9)
+def autograd_joint_ngd(X, Y, v0, p0, steps, lr, eps_v, eps_p):
+    """Joint normalized GD written from scratch: torch autograd of the logistic risk, W = I.
+
+    Returns the iterates v_0..v_steps and p_0..p_steps, each (steps + 1, d).
+    """
+    X = torch.tensor(X, dtype=torch.float64)
+    Y = torch.tensor(Y, dtype=torch.float64)
+    v = torch.tensor(v0, dtype=torch.float64)
+    p = torch.tensor(p0, dtype=torch.float64)
+    vs, ps = [v.clone()], [p.clone()]
+    for _ in range(steps):
+        v.requires_grad_(True)
+        p.requires_grad_(True)
+        attention = torch.softmax(X @ p, dim=1)                 # (n, T)
+        f = (attention * (X @ v)).sum(dim=1)                    # (n,)
+        risk = torch.nn.functional.softplus(-Y * f).mean()
+        grad_v, grad_p = torch.autograd.grad(risk, (v, p))
+        with torch.no_grad():
+            v = v - lr * grad_v / (grad_v.norm() + eps_v)
+            p = p - lr * grad_p / (grad_p.norm() + eps_p)
+        vs.append(v.clone())
+        ps.append(p.clone())
+    return torch.stack(vs).numpy(), torch.stack(ps).numpy()
+
+
+@pytest.mark.parametrize("c", [1.0, 1.5])
+def test_joint_run_matches_an_autograd_loop(c):
+    """The chapter's runs (joint_run with the paper's constants) against an independent loop."""
+    inst, run, svms = explore.joint_run(c, steps=120)
+    assert run.p.shape == (120, 1, 2) and run.v.shape == (120, 1, 2)
+    v_ref, p_ref = autograd_joint_ngd(inst.X, inst.Y, [-1.0, 0.0], [0.0, -1.0], 119, lr=0.1,
+                                      eps_v=1e-9, eps_p=1e-19)
+    np.testing.assert_allclose(run.v[:, 0], v_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(run.p[:, 0], p_ref, rtol=0, atol=1e-9)
+    expected = [1.0, 0.0] if c > 1 else [4 / 3, 1 / 3]      # hand-computed SVMs
+    np.testing.assert_allclose(svms.relaxed.p, expected, atol=1e-9)
     with pytest.raises(ValueError, match="steps"):
-        explore.joint_run(1.5, steps=1)
+        explore.joint_run(c, steps=1)
 
 
 def test_joint_panel_angles_and_drawing():

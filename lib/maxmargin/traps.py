@@ -1,0 +1,161 @@
+"""Trap sets: groups of sequences whose optimal tokens gradient descent may never select.
+
+Let opt_i = argmax_t gamma_it. For a non-empty proper subset S of the sequences let q be the
+ATT-SVM of the optimal tokens of the sequences *not* in S (constraints only for i not in S),
+and in each sequence i in S let t_i be the non-optimal token that q ranks first. S is a *trap
+set* when every token u of every sequence i in S satisfies
+
+* gap_u > 1 if gamma_iu != gamma_{i t_i} (in particular u = opt_i), and
+* gap_u >= 0 if gamma_iu == gamma_{i t_i} (t_i ranked first; ties allowed),
+
+with gap_u = (x_{i t_i} - x_iu)^T W q. With equal non-optimal scores this reads: q ranks a
+non-optimal token first and puts the optimal token beyond the margin.
+
+Why (a heuristic derivation, not a theorem of the paper). Along p = R q the descent direction
+from sequence i is a positive multiple of sum_u s_iu (gamma_iu - f_i) (k_iu - k_{i t_i}), and
+s_iu ~ exp(-R gap_u). The sequences outside S hold q through forces of order exp(-R) (their
+support tokens sit at gap 1). In a sequence of S a token u with a different score exerts a force
+of order exp(-R gap_u): toward k_iu (escape) if gamma_iu > gamma_{i t_i}, away from it (an extra
+SVM constraint that bends q) if gamma_iu < gamma_{i t_i}; with gap_u > 1 both are negligible
+against exp(-R), and their sum along the run is finite. Tokens with the same score as t_i exert
+only higher-order forces (moving attention between equal scores does not change f_i), so they
+only need to stay ranked at or below t_i. The criterion is therefore a *sufficient* condition
+for q to be a locally stable direction whose induced selection never reaches opt; it is checked
+numerically (``tests/lib/test_traps.py``), not proved.
+
+The stability is asymptotic: the start must have a large norm and point close to q. The basin
+shrinks as ``escape_gap`` approaches 1 and when a token with the score of t_i is ranked just
+behind it (gradient descent can hand the attention to that token at no cost, and the optimal
+token may be inside the margin measured from there).
+
+The criterion is not necessary for gradient descent to miss opt: with unequal scores a
+lower-score token inside the margin (0 < gap_u <= 1) bends the direction toward the ATT-SVM of
+another selection, which may be locally optimal (the paper's local convergence), and the
+selection stays away from opt. With equal non-optimal scores nothing can bend q (a sequence of
+S has no lower-score token): every locally-optimal selection alpha != opt (see
+:mod:`.optimality`) has S = {i : alpha_i != opt_i} as a trap set inducing alpha. The converse
+fails: a trap set may leave a token with the score of t_i inside the margin (0 <= gap_u <= 1),
+and then its induced selection is not locally optimal in that strict sense.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from . import _checks
+from .model import scores
+from .optimality import optimal_indices
+from .svm import att_svm
+
+GAP_TOL = 1e-9    # gap_u > 1 + GAP_TOL * max(1, ||k_{i t_i} - k_iu|| ||q||)
+SCORE_TOL = 1e-9  # equal scores: |gamma_iu - gamma_{i t_i}| <= SCORE_TOL * max_{i,t} |gamma_it|
+
+
+@dataclass(frozen=True, eq=False)
+class TrapSet:
+    """One minimal trap set.
+
+    Attributes
+    ----------
+    sequences : the sequences of S, 0-based and sorted.
+    q : (d,) read-only ATT-SVM of the optimal tokens of the sequences outside S.
+    selection : (n,) the induced selection alpha: opt_i outside S, t_i inside S.
+    escape_gap : the smallest gap_u over the tokens of the S-sequences that must lie beyond
+        the margin (scores different from gamma_{i t_i}); > 1, larger means a deeper trap.
+    """
+
+    sequences: tuple[int, ...]
+    q: np.ndarray
+    selection: tuple[int, ...]
+    escape_gap: float
+
+
+def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
+    """Every minimal trap set of an instance (see the module docstring for the criterion).
+
+    Subsets S are tried by increasing size; supersets of a trap set already found are skipped
+    (they are not minimal), and so is every S whose complement's ATT-SVM is infeasible. The
+    search solves up to 2^n - 2 ATT-SVMs, hence ``max_sequences``.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens; Y : (n,) labels in {-1, +1}; v : (d,) head; W : (d, d) or None.
+    max_sequences : largest n accepted.
+
+    Returns
+    -------
+    list of TrapSet, sorted by (size, sequences); empty when n = 1 (S must be proper).
+
+    Tolerances: a gap counts as beyond the margin when
+    gap_u > 1 + 1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||) (the scale of gap_u in the solver's
+    rounding) and as ranked first when gap_u >= -1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||);
+    two scores are equal when they differ by at most 1e-9 * max_{i,t} |gamma_it|.
+
+    Raises
+    ------
+    ValueError : bad shapes or values, two tokens tied for the highest score in a sequence, or
+        n > max_sequences.
+    TypeError : non-numeric arrays, or a non-integer ``max_sequences``.
+    """
+    X = _checks.tokens(X)
+    n, T, d = X.shape
+    Y = _checks.labels(Y, n)
+    v = _checks.vector(v, d, "v")
+    W = _checks.key_matrix(W, d)
+    max_sequences = _checks.positive_int(max_sequences, "max_sequences")
+    if n > max_sequences:
+        raise ValueError(f"X: n={n} sequences exceed max_sequences={max_sequences}; the search "
+                         f"needs up to 2^n = {2 ** n} SVM solves (raise max_sequences to allow)")
+    opt = optimal_indices(X, Y, v)  # refuses two tokens tied for the highest score
+    gamma = scores(X, Y, v)
+    K = X if W is None else X @ W
+    score_tol = SCORE_TOL * float(np.abs(gamma).max())
+
+    found: list[TrapSet] = []
+    for size in range(1, n):
+        for S in combinations(range(n), size):
+            if any(set(t.sequences) <= set(S) for t in found):
+                continue
+            trap = _trap(K, gamma, opt, S, score_tol)
+            if trap is not None:
+                found.append(trap)
+    return found
+
+
+def _trap(K, gamma, opt, S, score_tol) -> TrapSet | None:
+    """The trap set S with its q, or None (S fails the criterion or its complement is
+    infeasible). K (n, T, d) keys, gamma (n, T) scores, opt (n,), all validated."""
+    n, T, _ = K.shape
+    keep = np.setdiff1d(np.arange(n), S)
+    try:
+        q = att_svm(K[keep], opt[keep]).p  # the keys as tokens, W = I: x^T W p = k^T p
+    except ValueError:  # documented: the complement cannot be separated
+        return None
+    q_norm = float(np.linalg.norm(q))
+    selection = opt.copy()
+    escape = np.inf
+    for i in S:
+        logit = K[i] @ q
+        others = np.arange(T) != opt[i]
+        top = logit[others].max()
+        sizes = np.linalg.norm(K[i][:, None] - K[i][None], axis=2) * q_norm  # (T, T)
+        near = others & (logit >= top - GAP_TOL * np.maximum(1.0, sizes.max(axis=1)))
+        t = int(np.flatnonzero(near)[0])  # the first of the non-optimal tokens ranked first
+        gap = logit[t] - logit
+        tol = GAP_TOL * np.maximum(1.0, sizes[t])
+        differ = np.abs(gamma[i] - gamma[i, t]) > score_tol
+        differ[opt[i]] = True  # the optimal token must always lie beyond the margin
+        if np.any(differ & (gap <= 1.0 + tol)) or np.any(~differ & (gap < -tol)):
+            return None
+        escape = min(escape, float(gap[differ].min()))
+        selection[i] = t
+    return TrapSet(tuple(int(i) for i in S), _readonly(q), tuple(int(a) for a in selection),
+                   escape)
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=np.float64)
+    a.setflags(write=False)
+    return a
