@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 VENDOR := _vendor/.complete
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: book test test-lib test-chapters test-site bench notebooks course clean
+.PHONY: book test test-lib test-chapters test-site mutants bench notebooks course clean
 
 # The virtual environment: created on first use, re-installed only when the pins change.
 $(STAMP): pyproject.toml
@@ -35,6 +35,11 @@ test-chapters: $(STAMP)
 
 test-site: $(STAMP) $(VENDOR)
 	$(PYTEST) tests/site -q
+
+# Mutation check (not part of `make test`, see CONTRIBUTING.md): each realistic bug listed in
+# tests/mutants.py, applied to a copy of lib/, must make tests/lib fail.
+mutants: $(STAMP)
+	$(BIN)/python tests/mutants.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gd.py

@@ -3,25 +3,71 @@
 
 Import it as ``import maxmargin as mm``. Shapes: X (n, T, d), Y (n,), v (d,), W (d, d) or None,
 p (..., d). Token indices are 0-based.
+
+The top level holds the paper's concepts (``__all__``); the paper's instances are in
+``mm.data``, a ``torch.nn`` layer in ``mm.nn``. The book's figures and explorers live apart, in
+``maxmargin.book`` (``from maxmargin.book import plots, explore``), which is the only part that
+loads matplotlib or ipywidgets; cvxpy and SciPy load on first use.
 """
-from . import data, explore, nn, paths, plots
+from __future__ import annotations
+
+import importlib
+
+from . import data, nn
+from .heads import (
+    MLPHead, OptimalSets, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
+    optimal_sets, set_direction, set_offset,
+)
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
-    attention, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W,
-    risk_W, scores, self_attention_logits, softmax,
+    attention, excess_risk, excess_risk_on_circle, excess_risk_on_plane, excess_risk_on_rays, keys,
+    logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W, risk_W, scores,
+    self_attention_logits, softmax,
 )
-from .paths import local_regularization_path, regularization_path
 from .optimality import (
     Selection, SelectionCensus, check_selection, feasible_selections, is_locally_optimal,
     locally_optimal_indices, optimal_indices, selection_census, support_tokens,
 )
+from .paths import RegularizationPath, local_regularization_path, regularization_path
 from .svm import (
-    SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem, is_feasible, set_svm,
-    set_svm_problem, v_svm, v_svm_problem, w_svm, w_svm_problem,
+    JointSVMs, SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem,
+    is_feasible, joint_svms, least_distance, set_svm, v_svm, w_svm,
 )
 from .train import (
     JointTrajectory, StackTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_stack, gd_W,
+    selection_basin,
 )
 from .traps import TrapSet, trap_sets
 
 __version__ = "0.1.0"
+
+__all__ = [
+    # the model and its risk (model, losses)
+    "softmax", "keys", "logits", "attention", "scores", "predict", "risk", "risk_grad",
+    "risk_grad_v", "self_attention_logits", "risk_W", "risk_grad_W", "optimal_risk",
+    "excess_risk", "excess_risk_on_plane", "excess_risk_on_rays", "excess_risk_on_circle",
+    "Loss", "LOSSES", "LOGISTIC", "EXPONENTIAL", "CORRELATION", "get_loss",
+    # max-margin problems (svm)
+    "att_svm", "att_svm_problem", "is_feasible", "set_svm", "v_svm", "w_svm", "joint_svms",
+    "least_distance", "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "JointSVMs",
+    # optimal and locally-optimal selections (optimality), trap sets (traps)
+    "optimal_indices", "support_tokens", "check_selection", "is_locally_optimal",
+    "feasible_selections", "locally_optimal_indices", "selection_census", "Selection",
+    "SelectionCensus", "trap_sets", "TrapSet",
+    # gradient descent (train)
+    "gd", "gd_stack", "gd_W", "gd_joint", "selection_basin", "cosine", "Trajectory",
+    "StackTrajectory", "WTrajectory", "JointTrajectory",
+    # regularization paths (paths) and nonlinear heads (heads)
+    "regularization_path", "local_regularization_path", "RegularizationPath", "MLPHead",
+    "mlp_head", "head_attention", "head_predict", "head_risk", "head_risk_grad", "optimal_sets",
+    "OptimalSets", "set_offset", "set_direction",
+    # instances and the torch layer
+    "data", "nn",
+]
+
+
+def __getattr__(name: str):
+    """``mm.book`` on first access: the book's figures and explorers (loads matplotlib)."""
+    if name == "book":
+        return importlib.import_module(".book", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

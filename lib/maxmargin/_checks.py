@@ -78,6 +78,24 @@ def key_matrix(W, d: int, name: str = "W") -> np.ndarray | None:
     return finite(W, name)
 
 
+def batched_key_matrix(W, d: int, name: str = "W") -> np.ndarray:
+    """Key-query matrices with optional leading batch axes, shape (..., d, d)."""
+    W = None if W is None else np.asarray(W, dtype=np.float64)
+    if W is None or W.ndim < 2 or W.shape[-2:] != (d, d):
+        raise ValueError(f"{name}: expected shape (..., {d}, {d}), got {None if W is None else W.shape}")
+    return finite(W, name)
+
+
+def queries(Z, n: int, d: int, name: str = "queries") -> np.ndarray:
+    """One query per sequence, shape (n, d); a single (d,) query is broadcast to every sequence."""
+    Z = np.asarray(Z, dtype=np.float64)
+    if Z.shape == (d,):
+        Z = np.broadcast_to(Z, (n, d))
+    if Z.shape != (n, d):
+        raise ValueError(f"{name}: expected shape ({n}, {d}) or ({d},), got {Z.shape}")
+    return finite(Z, name)
+
+
 def indices(alpha, n: int, T: int, name: str = "alpha") -> np.ndarray:
     """One token index per sequence, shape (n,), ints in [0, T)."""
     arr = np.asarray(alpha)

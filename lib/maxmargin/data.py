@@ -1,9 +1,11 @@
-"""The paper's instances (Figures 1-4) and seeded random instance generators.
+"""The paper's instances (Figures 1-4), an instance for nonlinear heads, and seeded random
+instance generators.
 
 Every instance is an :class:`Instance` with ``X`` (n, T, d), ``Y`` (n,), ``v`` (d,), ``W`` (d, d) or
 ``None``, and the initial prompts ``p0`` (k, d) the paper's figure starts from. In Figures 1, 2 and 4
 ``W = diag(1, 1, 0)``: attention sees the first two coordinates, and the third carries the value
-read by ``v = (0, 0, 1)``, so keys and scores can be set independently.
+read by ``v = (0, 0, 1)``, so keys and scores can be set independently. The nonlinear-head
+instance :func:`mixing_example` is a :class:`HeadInstance`, whose ``head`` takes the place of ``v``.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _checks
+from .heads import MLPHead, mlp_head
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,39 @@ def trap_counterexample() -> Instance:
     p0 = np.array([[0.0, 0.0, 0.0], [4.0, 0.0, 0.0]])
     return Instance("trap-counterexample", X, np.ones(2), _VALUE_AXIS.copy(), _ATTEND_FIRST_TWO.copy(),
                     p0, notes="a counterexample to global convergence from every start (n = 2)")
+
+
+@dataclass(frozen=True)
+class HeadInstance:
+    """A data set for a nonlinear head: ``X`` (n, T, d), ``Y`` (n,), ``W`` (d, d), ``head``."""
+
+    name: str
+    X: np.ndarray
+    Y: np.ndarray
+    W: np.ndarray
+    head: MLPHead
+    notes: str = ""
+
+
+def mixing_example(beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
+    """Two sequences of four tokens whose best output may *mix* two tokens.
+
+    Coordinates are (key1, key2, value1, value2) and W = diag(1, 1, 0, 0): attention sees the
+    keys, the head sees the values. Token 0 has value (1, 0), token 1 value (0, 1), tokens 2
+    and 3 value (0, 0). The head psi(z) = a_1 tanh(beta z_3) + a_2 tanh(beta z_4) is an MLP with
+    two tanh units. For small ``beta`` it is nearly linear and token 0 alone is best; once
+    beta > arccosh(sqrt(a_1 / a_2)) mixing tokens 0 and 1 gives a larger output. In both
+    sequences k_0 - k_1 = (0, 1), so one prompt can set both in-set mixtures at once.
+    """
+    beta = _checks.positive_float(beta, "beta")
+    a = _checks.vector(a, 2, "a")
+    X = np.array([
+        [[1.0, 0.5, 1.0, 0.0], [1.0, -0.5, 0.0, 1.0], [-0.5, 1.0, 0.0, 0.0], [0.0, -1.0, 0.0, 0.0]],
+        [[0.6, 0.8, 1.0, 0.0], [0.6, -0.2, 0.0, 1.0], [-1.0, 0.0, 0.0, 0.0], [0.2, -1.2, 0.0, 0.0]],
+    ])
+    B = beta * np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    return HeadInstance(f"mixing-beta{beta:g}", X, np.ones(2), np.diag([1.0, 1.0, 0.0, 0.0]),
+                        mlp_head(a, B), notes="token 0 value (1,0), token 1 value (0,1), others (0,0)")
 
 
 def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = False,

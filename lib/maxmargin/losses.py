@@ -10,7 +10,13 @@ from typing import Callable
 
 import numpy as np
 import torch
-from scipy.special import expit
+
+
+def expit(x):
+    """The logistic sigmoid 1 / (1 + exp(-x)), elementwise (SciPy's, imported on first use)."""
+    from scipy.special import expit as sigmoid  # deferred: importing SciPy costs about 0.5 s
+
+    return sigmoid(x)
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,17 @@ Shapes: ``X`` is (n, T, d), ``Y`` is (n,) in {-1, +1}, ``v`` is (d,), ``W`` is (
 
 The logit of token t in sequence i is ``x_it^T W p = k_it^T p`` with key ``k_it = W^T x_it``; the
 token score is ``gamma_it = Y_i v^T x_it``, and ``Y_i f(X_i) = sum_t s_it gamma_it``.
+
+The excess risk L(p) - L* measures how far a prompt is from the risk's lower bound L*; it is
+evaluated here over the families of prompts the book draws: a grid in the (p1, p2) plane, rays
+R u, and the circle of radius R in that plane.
 """
 from __future__ import annotations
-
-from contextlib import contextmanager
 
 import numpy as np
 import torch
 
-from . import _checks
+from . import _checks, _kernels
 from .losses import Loss, get_loss
 
 
@@ -27,22 +29,20 @@ def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
 def keys(X, W=None) -> np.ndarray:
     """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens."""
     X = _checks.tokens(X)
-    W = _checks.key_matrix(W, X.shape[2])
-    return X if W is None else X @ W
+    return _kernels.keys(X, _checks.key_matrix(W, X.shape[2]))
 
 
 def logits(X, p, W=None) -> np.ndarray:
     """Attention logits x_it^T W p, shape (..., n, T)."""
     K = keys(X, W)
     p = _checks.batched_vector(p, K.shape[2], "p")
-    return _unbatch(_logits(_tensor(K), _batch(p)), p.shape[:-1])
+    return _kernels.unbatch(_kernels.logits(_kernels.tensor(K), _kernels.batch(p)), p.shape[:-1])
 
 
 def attention(X, p, W=None) -> np.ndarray:
     """Attention weights s_i = softmax(X_i W p), shape (..., n, T)."""
     K = keys(X, W)
-    p = _checks.batched_vector(p, K.shape[2], "p")
-    return _unbatch(_attention_from_keys(_tensor(K), _batch(p)), p.shape[:-1])
+    return _attention(K, _checks.batched_vector(p, K.shape[2], "p"))
 
 
 def scores(X, Y, v) -> np.ndarray:
@@ -50,20 +50,22 @@ def scores(X, Y, v) -> np.ndarray:
     X = _checks.tokens(X)
     Y = _checks.labels(Y, X.shape[0])
     v = _checks.batched_vector(v, X.shape[2], "v")
-    return Y[:, None] * np.einsum("ntd,...d->...nt", X, v)
+    return _kernels.scores(X, Y, v)
 
 
 def predict(X, v, p, W=None) -> np.ndarray:
     """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n)."""
     X = _checks.tokens(X)
     v = _checks.vector(v, X.shape[2], "v")
-    return np.sum(attention(X, p, W) * (X @ v), axis=-1)
+    K = _kernels.keys(X, _checks.key_matrix(W, X.shape[2]))
+    s = _attention(K, _checks.batched_vector(p, X.shape[2], "p"))
+    return np.sum(s * (X @ v), axis=-1)
 
 
 def risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Empirical risk L(p) = (1/n) sum_i loss(Y_i f(X_i)), shape (...)."""
-    K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    margin, _ = _margins(_attention_from_keys(K, P), gamma)
+    _, _, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
+    margin, _ = _kernels.margins(_kernels.attention_from_keys(K, P), gamma)
     return np.mean(loss.value(margin.numpy()), axis=0).reshape(lead)
 
 
@@ -72,20 +74,20 @@ def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
 
     grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i.
     """
-    K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    s = _attention_from_keys(K, P)
-    margin, deviation = _margins(s, gamma)
-    grad = _contract_tokens(_logit_grad(s, deviation, margin, loss, out=s), K)
+    _, _, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
+    s = _kernels.attention_from_keys(K, P)
+    margin, deviation = _kernels.margins(s, gamma)
+    grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, loss, out=s), K)
     return grad.T.numpy().reshape(lead + (K.shape[2],))
 
 
 def risk_grad_v(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i."""
-    K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    s = _attention_from_keys(K, P)
-    Y = _tensor(Y)
-    weight = _loss_derivative(loss, _margins(s, gamma)[0]) * (Y / Y.shape[0])[:, None]
-    grad = _contract_tokens(s * weight[:, None, :], _tensor(X))
+    X, Y, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
+    s = _kernels.attention_from_keys(K, P)
+    Y = _kernels.tensor(Y)
+    weight = loss.torch_derivative(_kernels.margins(s, gamma)[0]) * (Y / Y.shape[0])[:, None]
+    grad = _kernels.contract_tokens(s * weight[:, None, :], _kernels.tensor(X))
     return grad.T.numpy().reshape(lead + (K.shape[2],))
 
 
@@ -96,13 +98,17 @@ def self_attention_logits(X, W, queries) -> np.ndarray:
     """
     X = _checks.tokens(X)
     n, _, d = X.shape
-    return np.einsum("ntd,...de,ne->...nt", X, _as_batched_W(W, d), _queries(queries, n, d))
+    W = _checks.batched_key_matrix(W, d)
+    return _kernels.self_attention_logits(X, W, _checks.queries(queries, n, d))
 
 
 def risk_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarray:
     """Risk as a function of the key-query matrix W (queries fixed), shape (...)."""
-    gamma = scores(X, Y, v)
-    s = softmax(self_attention_logits(X, W, queries))
+    X = _checks.tokens(X)
+    n, _, d = X.shape
+    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    W = _checks.batched_key_matrix(W, d)
+    s = softmax(_kernels.self_attention_logits(X, W, _checks.queries(queries, n, d)))
     return np.mean(get_loss(loss).value(np.sum(s * gamma, axis=-1)), axis=-1)
 
 
@@ -113,14 +119,16 @@ def risk_grad_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarra
     g p^T, where g is the gradient in u = W p.
     """
     X = _checks.tokens(X)
-    n, _, d = X.shape
-    W = _as_batched_W(W, d)
+    n, T, d = X.shape
+    W = _checks.batched_key_matrix(W, d)
     lead = W.shape[:-2]
-    gamma = _tensor(scores(X, Y, v)[..., None])
-    s = _tensor(np.moveaxis(softmax(self_attention_logits(X, W, queries)).reshape((-1, n) + X.shape[1:2]), 0, -1))
-    margin, deviation = _margins(s, gamma)
-    dlogits = _logit_grad(s, deviation, margin, get_loss(loss))
-    grad = torch.einsum("ntb,ntd,ne->bde", dlogits, _tensor(X), _tensor(_queries(queries, n, d)))
+    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    Z = _checks.queries(queries, n, d)
+    s = softmax(_kernels.self_attention_logits(X, W, Z)).reshape((-1, n, T))
+    s = _kernels.tensor(np.moveaxis(s, 0, -1))
+    margin, deviation = _kernels.margins(s, _kernels.tensor(gamma[..., None]))
+    dlogits = _kernels.logit_grad(s, deviation, margin, get_loss(loss))
+    grad = torch.einsum("ntb,ntd,ne->bde", dlogits, _kernels.tensor(X), _kernels.tensor(Z))
     return grad.numpy().reshape(lead + (d, d))
 
 
@@ -136,126 +144,97 @@ def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
     return float(np.mean(get_loss(loss).value(gamma.max(axis=-1))))
 
 
-# --- private kernels, shared with the training loops ------------------------------------------
-# They work on float64 torch tensors in a batch-last layout: attention is (n, T, B) and prompts
-# are (d, B), so the softmax reductions over T run on contiguous rows of B values and the batched
-# matmuls are single BLAS calls. Losses stay numpy functions of the (n, B) margins.
-
-PARALLEL_WORK = 1 << 15  # array elements per step below which one torch thread is fastest
+# ----------------------------------------------------------------------------------------------
+# The excess risk L(p) - L* over families of prompts
+# ----------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _threads_for(work: int):
-    """Run torch single-threaded inside the block when a step touches fewer than PARALLEL_WORK
-    elements (a thread pool only adds overhead there, and contention on a busy machine),
-    then restore the caller's setting. Large batches keep torch's default threads."""
-    if work >= PARALLEL_WORK:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+def excess_risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
+    """Excess risk L(p) - L* (see :func:`optimal_risk`), shape (...) for p of shape (..., d)."""
+    return risk(X, Y, v, p, W, loss) - optimal_risk(X, Y, v, loss)
 
 
-def _tensor(a) -> torch.Tensor:
-    """A float64 CPU tensor (a contiguous copy of ``a`` when needed)."""
-    return torch.from_numpy(np.array(a, dtype=np.float64, order="C", copy=True))
+def excess_risk_on_plane(X, Y, v, W=None, loss: str | Loss = "logistic",
+                         extent=(-4.0, 8.0, -3.0, 7.0), resolution: int = 161):
+    """The excess risk L(p) - L* over a grid of prompts in the plane of p's first two coordinates.
 
-
-def _batch(p: np.ndarray) -> torch.Tensor:
-    """(..., d) prompts as a (d, B) tensor."""
-    return _tensor(p.reshape(-1, p.shape[-1]).T)
-
-
-def _unbatch(a: torch.Tensor, lead: tuple) -> np.ndarray:
-    """A (n, T, B) tensor as a (..., n, T) array."""
-    n, T, _ = a.shape
-    return a.permute(2, 0, 1).numpy().reshape(lead + (n, T))
-
-
-def _logits(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-    """k_it^T p for keys K (n, T, d) and prompts P (d, B), shape (n, T, B)."""
-    n, T, d = K.shape
-    return (K.reshape(n * T, d) @ P).reshape(n, T, -1)
-
-
-def _softmax_tokens_(s: torch.Tensor, shift: torch.Tensor | None = None) -> torch.Tensor:
-    """Softmax over the token axis (dim 1) of logits (N, T, B), in place.
-
-    ``shift`` (N, 1, B) is the largest logit per sequence when the caller already has it.
+    The other coordinates of p are 0. ``extent`` is (p1_min, p1_max, p2_min, p2_max).
+    Returns (p1 (r,), p2 (r,), gap (r, r)) with gap[j, k] at p = (p1[k], p2[j], 0, ...).
     """
-    s -= s.amax(dim=1, keepdim=True) if shift is None else shift
-    np.exp(s.numpy(), out=s.numpy())  # numpy's SIMD exp is about twice torch's on this CPU
-    s /= s.sum(dim=1, keepdim=True)
-    return s
+    X = _plane_tokens(X)
+    extent = np.asarray(extent, dtype=float)
+    if extent.shape != (4,) or not np.all(np.isfinite(extent)) or extent[0] >= extent[1] \
+            or extent[2] >= extent[3]:
+        raise ValueError(f"extent: expected finite (p1_min, p1_max, p2_min, p2_max) with min < max, "
+                         f"got {extent.tolist()}")
+    resolution = _checks.positive_int(resolution, "resolution", minimum=2)
+    p1 = np.linspace(extent[0], extent[1], resolution)
+    p2 = np.linspace(extent[2], extent[3], resolution)
+    P = np.zeros((resolution, resolution, X.shape[2]))
+    P[..., 0], P[..., 1] = np.meshgrid(p1, p2)
+    return p1, p2, excess_risk(X, Y, v, P, W, loss)
 
 
-def _attention_from_keys(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
-    """softmax over tokens of K p, shape (n, T, B)."""
-    return _softmax_tokens_(_logits(K, P))
+def excess_risk_on_rays(X, Y, v, directions, W=None, radii=None, loss: str | Loss = "logistic"):
+    """Excess risk L(R u) - L* along rays R u, u = direction / ||direction||.
 
-
-def _margins(s: torch.Tensor, gamma: torch.Tensor, top: torch.Tensor | None = None):
-    """Margins z_i = Y_i f(X_i) = sum_t s_it gamma_it (N, B) and deviations gamma_it - z_i (N, T, B).
-
-    ``gamma`` is (N, T, 1) or (N, T, B); ``top`` (N, 1, B) indexes the most-attended token r of
-    each sequence (found here if not given). Both results are computed relative to r,
-    z = gamma_r + sum_t s_t (gamma_t - gamma_r), so that when attention is nearly one-hot the
-    tiny deviation gamma_r - z keeps its relative accuracy instead of cancelling to noise.
+    directions : (k, d) non-zero directions; radii : (m,) values of R, default 81 in [0, 20].
+    Returns (radii (m,), gaps (k, m)).
     """
-    n, T, B = s.shape
-    if top is None:
-        top = torch.max(s, dim=1, keepdim=True).indices
-    reference = torch.gather(gamma.expand(n, T, B), 1, top)
-    centred = gamma - reference
-    offset = torch.sum(s * centred, dim=1, keepdim=True)
-    return (reference + offset)[:, 0, :], centred.sub_(offset)
+    U = np.asarray(directions, dtype=float)
+    if U.ndim != 2:
+        raise ValueError(f"directions: expected shape (k, d), got {U.shape}")
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    if np.any(norms == 0):
+        raise ValueError("directions: every direction must be non-zero")
+    radii = np.linspace(0.0, 20.0, 81) if radii is None else np.asarray(radii, dtype=float)
+    return radii, excess_risk(X, Y, v, radii[None, :, None] * (U / norms)[:, None, :], W, loss)
 
 
-def _loss_derivative(loss: Loss, margin: torch.Tensor) -> torch.Tensor:
-    return loss.torch_derivative(margin)
+def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logistic", num: int = 721):
+    """Excess risk L(R u) - L* on the circle of radius R in the (p1, p2) plane (p3, ... = 0).
 
-
-def _logit_grad(s, deviation, margin, loss: Loss, out=None, n: int | None = None) -> torch.Tensor:
-    """dL/dlogit_it = (1/n) l'(z_i) s_it (gamma_it - z_i), shape (N, T, B).
-
-    ``deviation`` and ``margin`` come from :func:`_margins`; ``n`` is the number of sequences in
-    one risk (default N; smaller when N stacks several instances). Writes into ``out`` (which may
-    be ``s`` itself) to spare allocations in the training loops.
+    Returns (angles in degrees (num,) from -180 to 180, excess risk (num,)); the paper's
+    instances attend to the first two coordinates, so this circle holds every prompt of norm R
+    that matters. The best direction on the circle is ``angles[np.argmin(excess)]``.
     """
-    out = torch.mul(s, deviation, out=out)
-    out *= (_loss_derivative(loss, margin) / (n or s.shape[0]))[:, None, :]
-    return out
+    X = _plane_tokens(X)
+    R = _checks.positive_float(R, "R")
+    num = _checks.positive_int(num, "num", minimum=2)
+    theta = np.linspace(-180.0, 180.0, num)
+    ring = np.zeros((num, X.shape[2]))
+    ring[:, 0], ring[:, 1] = R * np.cos(np.radians(theta)), R * np.sin(np.radians(theta))
+    return theta, excess_risk(X, Y, v, ring, W, loss)
 
 
-def _contract_tokens(weights: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
-    """sum_{i,t} K[i, t] weights[i, t, b], shape (d, B)."""
-    n, T, d = K.shape
-    return K.reshape(n * T, d).T @ weights.reshape(n * T, -1)
+# ----------------------------------------------------------------------------------------------
+# Validation shared by the functions above
+# ----------------------------------------------------------------------------------------------
+
+
+def _attention(K: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Attention weights (..., n, T) from validated keys (n, T, d) and prompts (..., d)."""
+    s = _kernels.attention_from_keys(_kernels.tensor(K), _kernels.batch(p))
+    return _kernels.unbatch(s, p.shape[:-1])
 
 
 def _prepare(X, Y, v, p, W, loss):
-    """Keys (n, T, d), scores (n, T, 1), prompts (d, B) as tensors, the loss, and p's batch shape."""
+    """Validate once; return X, Y, keys (n, T, d) and scores (n, T, 1) and prompts (d, B) as
+    tensors, the loss, and p's batch shape."""
     X = _checks.tokens(X)
-    gamma = scores(X, Y, _checks.vector(v, X.shape[2], "v"))
-    p = _checks.batched_vector(p, X.shape[2], "p")
-    return _tensor(keys(X, W)), _tensor(gamma[..., None]), _batch(p), get_loss(loss), p.shape[:-1]
+    n, _, d = X.shape
+    v = _checks.vector(v, d, "v")
+    Y = _checks.labels(Y, n)
+    gamma = _kernels.scores(X, Y, v)
+    p = _checks.batched_vector(p, d, "p")
+    K = _kernels.keys(X, _checks.key_matrix(W, d))
+    return X, Y, _kernels.tensor(K), _kernels.tensor(gamma[..., None]), _kernels.batch(p), \
+        get_loss(loss), p.shape[:-1]
 
 
-def _as_batched_W(W, d: int) -> np.ndarray:
-    W = None if W is None else np.asarray(W, dtype=np.float64)
-    if W is None or W.ndim < 2 or W.shape[-2:] != (d, d):
-        raise ValueError(f"W: expected shape (..., {d}, {d}), got {None if W is None else W.shape}")
-    return _checks.finite(W, "W")
-
-
-def _queries(queries, n: int, d: int) -> np.ndarray:
-    Z = np.asarray(queries, dtype=np.float64)
-    if Z.shape == (d,):
-        Z = np.broadcast_to(Z, (n, d))
-    if Z.shape != (n, d):
-        raise ValueError(f"queries: expected shape ({n}, {d}) or ({d},), got {Z.shape}")
-    return _checks.finite(Z, "queries")
+def _plane_tokens(X) -> np.ndarray:
+    """Tokens whose prompts have a (p1, p2) plane, i.e. d >= 2."""
+    X = _checks.tokens(X)
+    if X.shape[2] < 2:
+        raise ValueError(f"X: the prompt plane needs d >= 2, got d={X.shape[2]}")
+    return X

@@ -107,8 +107,9 @@ def locally_optimal_indices(X, Y, v, W=None) -> list[tuple[int, ...]]:
     return [s.alpha for s in feasible_selections(X, Y, v, W) if s.locally_optimal]
 
 
-
-# --- chapter 02 additions ---------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------
+# Counting selections
+# ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The max-margin problems of the paper: ATT-SVM, its set version, the v-SVM and the W-SVM.
+"""The max-margin problems of the paper: ATT-SVM, its set version, the v-SVM and the W-SVM,
+and the three SVMs of joint training.
 
 Shapes: ``X`` is (n, T, d), ``alpha`` is (n,) with one selected token per sequence, ``W`` is
 (d, d) or ``None`` (the identity). The key of token t is ``k_it = W^T x_it``, so its attention
@@ -6,32 +7,43 @@ logit is ``x_it^T W p = k_it^T p``.
 
 Every problem here is a *least-distance program*
 
-    min ||p||   subject to   G p >= h,
+    min ||x||   subject to   G x >= h   (and E x = 0 for the set version),
 
-one row per constraint. Two solvers are offered and agree to 1e-6 (the tests check it):
+one row per constraint. Each problem states itself once as a :class:`Program` (its rows, and
+its readable cvxpy formulation); a solver is a function of such a program, registered by name
+in :data:`SOLVERS`. Two are registered and agree to 1e-6 (the tests check it):
 
 * ``solver="fast"`` (default): Lawson and Hanson's reduction of the least-distance program to a
   non-negative least-squares problem, run on a growing working set of constraints and polished
-  by an exact equality-constrained solve on its active rows (:func:`least_distance`);
+  by an exact equality-constrained solve on its active rows (:func:`least_distance`, in
+  :mod:`._least_distance`);
 * ``solver="cvxpy"``: the textbook formulation ``Minimize(sum_squares(p))`` subject to
   ``A @ p >= b``, solved by Clarabel (:func:`att_svm_problem` builds it so it can be printed).
+  cvxpy is imported on first use.
 
 Infeasible problems raise ``ValueError`` naming the sequence, or a small group of sequences,
-that no direction can separate.
+that no direction can separate (:mod:`._infeasibility`).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import suppress
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-import cvxpy as cp
 import numpy as np
-from scipy.optimize import nnls
 
-from . import _checks
+from . import _checks, _infeasibility, _kernels
+from . import _least_distance as _ldp
+from ._least_distance import least_distance
 
-SOLVERS = ("fast", "cvxpy")
+if TYPE_CHECKING:
+    import cvxpy as cp
+
+__all__ = [
+    "SOLVERS", "Program", "Solver", "JointSVMs", "SVMResult", "SetSVMResult", "VSVMResult",
+    "WSVMResult", "att_svm", "att_svm_problem", "is_feasible", "joint_svms", "least_distance",
+    "set_svm", "set_svm_problem", "v_svm", "v_svm_problem", "w_svm", "w_svm_problem",
+]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,158 +174,97 @@ class WSVMResult:
 
 
 # ----------------------------------------------------------------------------------------------
-# The least-distance solver
+# Solvers: a registry of functions of one least-distance program
 # ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _LDPSolution:
-    p: np.ndarray  # (d,) the minimum-norm feasible point
-    mu: np.ndarray  # (m,) multipliers >= 0 of min ||p||^2 / 2, with p = G^T mu
+class Program:
+    """One max-margin problem, stated once for every solver.
 
-
-def least_distance(G, h, tol: float = 1e-10) -> np.ndarray | None:
-    """Minimum-norm point of the polyhedron {p : G p >= h}.
-
-    Parameters
+    Attributes
     ----------
-    G : (m, d) constraint rows.
-    h : (m,) right-hand sides.
-    tol : feasibility tolerance; a polyhedron whose nearest point has norm above 1 / tol is
-        reported as empty.
-
-    Returns
-    -------
-    (d,) the solution, or ``None`` when the polyhedron is empty.
+    G, h : (m, k) and (m,), the inequality rows G x >= h of the least-distance form.
+    readable : builds the textbook cvxpy formulation, (problem, variable), with the same
+        solution; its first constraint block holds the rows of G in order (for the multipliers).
+    E : (e, k) equality rows E x = 0, or None.
+    lift : maps the least-distance solution x to the problem's variable (default: x itself).
     """
-    G = _checks.finite(_checks._as_float_array(G, "G"), "G")
-    if G.ndim != 2:
-        raise ValueError(f"G: expected shape (m, d), got an array with shape {G.shape}")
-    h = _checks.vector(h, G.shape[0], "h")
-    tol = _checks.positive_float(tol, "tol")
-    solution = _solve_ldp(G, h, tol)
-    return None if solution is None else solution.p
+
+    G: np.ndarray
+    h: np.ndarray
+    readable: Callable[[], tuple]
+    E: np.ndarray | None = None
+    lift: Callable[[np.ndarray], np.ndarray] | None = None
 
 
-def _nnls_ldp(E: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray] | None:
-    """Lawson and Hanson's LDP algorithm on E = [G^T; h^T] of shape (d + 1, m).
-
-    With f = e_{d+1}, let u = argmin_{u >= 0} ||E u - f|| and r = E u - f. Then r = 0 certifies
-    that {G p >= h} is empty (G^T u = 0 with h^T u = 1, Farkas), and otherwise
-    p = -r[:d] / r[d] is the least-distance point, with ||r||^2 = 1 / (1 + ||p||^2).
-    Returns (p, u), or None when empty.
-    """
-    d = E.shape[0] - 1
-    f = np.zeros(d + 1)
-    f[d] = 1.0
-    u, rnorm = nnls(E, f, maxiter=50 * (d + 1) + 3 * E.shape[1])
-    if rnorm <= tol:
-        return None
-    r = E @ u - f
-    return -r[:d] / r[d], u
-
-
-def _equality_ldp(G_A: np.ndarray, h_A: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Candidates (p, mu) for min ||p|| s.t. G_A p = h_A, with p = G_A^T mu.
-
-    First from the normal equations (G_A G_A^T) mu = h_A; then, for dependent rows, the
-    minimum-norm least-squares p with mu >= 0 fitted by NNLS. The caller checks the KKT
-    conditions and takes the first candidate that passes.
-    """
-    with suppress(np.linalg.LinAlgError):
-        mu = np.linalg.solve(G_A @ G_A.T, h_A)
-        yield G_A.T @ mu, mu
-    p = np.linalg.lstsq(G_A, h_A, rcond=None)[0]
-    yield p, nnls(G_A.T, p)[0]
-
-
-def _solve_ldp(G: np.ndarray, h: np.ndarray, tol: float = 1e-10) -> _LDPSolution | None:
-    """The fast solver behind :func:`least_distance`, also returning the multipliers.
-
-    1. Scale every row (g_j, h_j) to unit length (the polyhedron does not change).
-    2. Working set: solve the LDP on a few rows (those whose half-spaces come closest to the
-       origin), add the most violated remaining rows, and repeat until no row is violated. The
-       solution on a subset of the rows is a lower bound, so once it satisfies every row it is
-       optimal; an empty subset proves the whole polyhedron empty.
-    3. Polish: on the active rows (u > 0) solve the equality-constrained problem exactly and keep
-       that point if it passes the KKT certificate (G_A p = h_A, G p >= h, p = G_A^T mu with
-       mu >= 0, which together prove optimality); otherwise keep the Lawson-Hanson point, which
-       is already accurate to rounding.
-    """
-    m, d = G.shape
-    if not np.any(h > 0):  # p = 0 is feasible, hence optimal
-        return _LDPSolution(np.zeros(d), np.zeros(m))
-    scale = np.sqrt(np.einsum("ij,ij->i", G, G) + h * h)
-    rows = np.flatnonzero(scale > 0)  # all-zero rows read 0 >= 0 and never bind
-    E = np.vstack([G[rows].T, h[rows]]) / scale[rows]  # (d + 1, m) with unit columns
-    Gn, hn = E[:d].T, E[d]
-
-    # 2. working set, seeded with the half-spaces nearest to the origin (largest hn)
-    size = min(len(rows), 2 * (d + 1))
-    work = np.zeros(len(rows), dtype=bool)
-    work[np.argpartition(-hn, size - 1)[:size]] = True
-    while True:
-        solved = _nnls_ldp(E[:, work], tol)
-        if solved is None:
+def _solve_fast(program: Program) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """Least-distance solution (and multipliers, without equalities) or None when infeasible."""
+    if program.E is None:
+        solution = _ldp.solve(program.G, program.h)
+        if solution is None:
             return None
-        p, u_work = solved
-        slack = Gn @ p - hn
-        violated = np.flatnonzero((slack < -tol * max(1.0, np.linalg.norm(p))) & ~work)
-        if len(violated) == 0:
-            break
-        if len(violated) > work.sum():  # at most double the working set, worst rows first
-            violated = violated[np.argpartition(slack[violated], work.sum())[: work.sum()]]
-        work[violated] = True
-    u = np.zeros(len(rows))
-    u[work] = u_work
-    mu = u / (1.0 - hn @ u)  # from p = G^T u / (-r[d]) and r[d] = h^T u - 1
-
-    # 3. polish on the active rows
-    active = np.flatnonzero(u > 0)
-    G_A, h_A = Gn[active], hn[active]
-    for p_exact, mu_A in _equality_ldp(G_A, h_A):
-        bound = tol * max(1.0, np.linalg.norm(p_exact))
-        if (
-            np.all(mu_A >= 0)
-            and np.all(np.abs(G_A @ p_exact - h_A) <= bound)
-            and np.all(np.abs(G_A.T @ mu_A - p_exact) <= bound)
-            and np.all(Gn @ p_exact - hn >= -bound)
-        ):
-            p = p_exact
-            mu = np.zeros(len(rows))
-            mu[active] = mu_A
-            break
-
-    mu_full = np.zeros(m)
-    mu_full[rows] = mu / scale[rows]  # undo the row scaling: G^T mu_full = Gn^T mu
-    return _LDPSolution(p, mu_full)
-
-
-def _conflicting_group(count: int, feasible: Callable[[list[int]], bool]) -> list[int]:
-    """A small infeasible group: add members in order until infeasible, then drop the unneeded."""
-    group: list[int] = []
-    for i in range(count):
-        group.append(i)
-        if not feasible(group):
-            break
+        x, mu = solution.p, solution.mu
     else:
-        return []
-    for j in group[:-1]:
-        smaller = [k for k in group if k != j]
-        if not feasible(smaller):
-            group = smaller
-    return group
+        x, mu = _ldp.solve_with_equalities(program.E, program.G, program.h), None
+        if x is None:
+            return None
+    return (x if program.lift is None else program.lift(x)), mu
 
 
-# ----------------------------------------------------------------------------------------------
-# Validation and shared helpers
-# ----------------------------------------------------------------------------------------------
+def _solve_cvxpy(program: Program) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The readable formulation solved by Clarabel; multipliers from its first constraint."""
+    problem, variable = program.readable()
+    if not _clarabel(problem):
+        return None
+    dual = problem.constraints[0].dual_value
+    mu = None if dual is None else dual / 2  # sum_squares has no 1/2
+    return np.asarray(variable.value, dtype=np.float64), mu
 
 
-def _solver(solver) -> str:
+def _clarabel(problem: cp.Problem) -> bool:
+    """Solve with Clarabel; False when infeasible, RuntimeError when the solver fails.
+
+    The tolerances are tightened from Clarabel's 1e-8 to 1e-10 (about one more interior-point
+    iteration) so that tight constraints read as tight at the default ``tol=1e-8``.
+    """
+    import cvxpy as cp
+
+    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+        return False
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise RuntimeError(f"cvxpy/Clarabel failed with status {problem.status!r}")
+    return True
+
+
+#: A solver: a function of a :class:`Program` returning (solution, multipliers or None), or None
+#: when the problem is infeasible.
+Solver = Callable[[Program], "tuple[np.ndarray, np.ndarray | None] | None"]
+
+#: The solvers by name; ``solver="name"`` in every SVM. Adding a solver is adding an entry here.
+SOLVERS: dict[str, Solver] = {
+    "fast": _solve_fast,
+    "cvxpy": _solve_cvxpy,
+}
+
+
+def _solver(solver) -> Solver:
     if not isinstance(solver, str) or solver not in SOLVERS:
-        raise ValueError(f"solver: expected one of {SOLVERS}, got {solver!r}")
-    return solver
+        raise ValueError(f"solver: expected one of {tuple(SOLVERS)}, got {solver!r}")
+    return SOLVERS[solver]
+
+
+def _sum_squares_problem(variable, constraints) -> tuple[cp.Problem, cp.Variable]:
+    """min ||variable||^2 under ``constraints``, as a cvxpy problem."""
+    import cvxpy as cp
+
+    return cp.Problem(cp.Minimize(cp.sum_squares(variable)), constraints), variable
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared helpers
+# ----------------------------------------------------------------------------------------------
 
 
 def _matrix(A, name: str) -> np.ndarray:
@@ -321,11 +272,6 @@ def _matrix(A, name: str) -> np.ndarray:
     if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
         raise ValueError(f"{name}: expected shape (n, d) with n, d >= 1, got {A.shape}")
     return _checks.finite(A, name)
-
-
-def _keys(X: np.ndarray, W: np.ndarray | None) -> np.ndarray:
-    """Keys k_it = W^T x_it, shape (n, T, d)."""
-    return X if W is None else X @ W
 
 
 def _differences(K: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -349,90 +295,10 @@ def _tight(values: np.ndarray, target, sizes: np.ndarray, norm: float, tol: floa
     return np.abs(values - target) <= tol * np.maximum(1.0, sizes * norm)
 
 
-def _solve_cvxpy(problem: cp.Problem) -> bool:
-    """Solve with Clarabel; False when infeasible, RuntimeError when the solver fails.
+def _variable(size, name: str) -> cp.Variable:
+    import cvxpy as cp
 
-    The tolerances are tightened from Clarabel's 1e-8 to 1e-10 (about one more interior-point
-    iteration) so that tight constraints read as tight at the default ``tol=1e-8``.
-    """
-    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
-    if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-        return False
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        raise RuntimeError(f"cvxpy/Clarabel failed with status {problem.status!r}")
-    return True
-
-
-def _same_key(D: np.ndarray, i: int, alpha: np.ndarray) -> int | None:
-    """A token of sequence i whose key equals the selected one's (zero difference), if any."""
-    size = np.linalg.norm(D[i], axis=1)
-    tie = (size <= 1e-12 * max(1.0, size.max())) & (np.arange(D.shape[1]) != alpha[i])
-    return int(np.argmax(tie)) if tie.any() else None
-
-
-def _explain_infeasible(
-    prefix: str,
-    n: int,
-    feasible: Callable[[list[int]], bool],
-    alone: Callable[[int], str | None],
-    jointly: Callable[[list[int]], str],
-) -> Exception:
-    """The error for an infeasible problem: first a member infeasible on its own, if any
-    (``alone(i)`` explains it or returns None), else a small group that conflicts.
-
-    Only when the fast solver finds the whole problem feasible after all (cvxpy/Clarabel can
-    declare badly scaled problems infeasible) is the error a RuntimeError instead.
-    """
-    for i in range(n):
-        reason = alone(i)
-        if reason is not None:
-            return ValueError(f"{prefix} {reason}")
-    group = _conflicting_group(n, feasible)
-    if not group:
-        return RuntimeError(
-            f"{prefix.split(':')[0]}: cvxpy/Clarabel reports the problem infeasible, but the fast "
-            "solver finds a feasible point (badly scaled data?); use solver='fast'"
-        )
-    return ValueError(f"{prefix} {jointly(group)}")
-
-
-def _unrankable(D: np.ndarray, i: int, alpha: np.ndarray, by: str) -> str:
-    """Why sequence i alone is infeasible: a duplicate of the selected key, or the convex hull."""
-    twin = _same_key(D, i, alpha)
-    why = (
-        f"token {twin} has the same key, a duplicate of the selected token"
-        if twin is not None
-        else "its key lies in the convex hull of the others"
-    )
-    return f"in sequence {i} token {alpha[i]} cannot be ranked above all other tokens by any {by} ({why})"
-
-
-def _not_jointly(group: list[int], by: str, note: str = "") -> str:
-    return (
-        f"every sequence can be separated on its own, but sequences {group}{note} "
-        f"cannot be separated by one common {by}"
-    )
-
-
-def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Exception:
-    """Explain why no p has D[i, t] . p >= b_i for every t != alpha_i."""
-    others = _others(alpha, D.shape[1])
-
-    def feasible(group: list[int]) -> bool:
-        sub = others[group]
-        return _solve_ldp(D[group][sub], np.repeat(b[group], sub.sum(axis=1))) is not None
-
-    def alone(i: int) -> str | None:
-        if b[i] == 0 or feasible([i]):
-            return None
-        return _unrankable(D, i, alpha, "p")
-
-    def jointly(group: list[int]) -> str:
-        relaxed = [i for i in group if b[i] == 0]
-        return _not_jointly(group, "p", f" (relaxed among them: {relaxed})" if relaxed else "")
-
-    prefix = "alpha: ATT-SVM is infeasible:"
-    return _explain_infeasible(prefix, len(alpha), feasible, alone, jointly)
+    return cp.Variable(size, name=name)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -446,7 +312,7 @@ def _att_inputs(X, alpha, W, relaxed):
     alpha = _checks.indices(alpha, n, T)
     W = _checks.key_matrix(W, d)
     relaxed = np.zeros(n, dtype=bool) if relaxed is None else _checks.mask(relaxed, n, "relaxed")
-    D = _differences(_keys(X, W), alpha)
+    D = _differences(_kernels.keys(X, W), alpha)
     b = np.where(relaxed, 0.0, 1.0)
     return D, alpha, b, relaxed
 
@@ -456,6 +322,11 @@ def _att_rows(D: np.ndarray, alpha: np.ndarray, b: np.ndarray):
     others = _others(alpha, D.shape[1])
     seq, tok = np.nonzero(others)
     return D[seq, tok], b[seq], seq, tok
+
+
+def _att_problem(A: np.ndarray, b_rows: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+    p = _variable(A.shape[1], "p")
+    return _sum_squares_problem(p, [A @ p >= b_rows])
 
 
 def att_svm_problem(X, alpha, W=None, relaxed=None) -> tuple[cp.Problem, cp.Variable]:
@@ -474,9 +345,7 @@ def att_svm_problem(X, alpha, W=None, relaxed=None) -> tuple[cp.Problem, cp.Vari
     """
     D, alpha, b, _ = _att_inputs(X, alpha, W, relaxed)
     A, b_rows, _, _ = _att_rows(D, alpha, b)
-    p = cp.Variable(D.shape[2], name="p")
-    problem = cp.Problem(cp.Minimize(cp.sum_squares(p)), [A @ p >= b_rows])
-    return problem, p
+    return _att_problem(A, b_rows)
 
 
 def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1e-8) -> SVMResult:
@@ -491,7 +360,7 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
     alpha : (n,) selected token of each sequence (0-based).
     W : (d, d) key-query matrix, or None for the identity.
     relaxed : (n,) bool mask of relaxed sequences, or None.
-    solver : "fast" (default) or "cvxpy".
+    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
     tol : relative tolerance for a constraint to count as tight (support):
         |value - b_i| <= tol * max(1, ||k_{i,alpha_i} - k_it|| ||p||).
 
@@ -505,10 +374,8 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
         or a small group of sequences that conflict).
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
     """
-    X = _checks.tokens(X)
-    W = _checks.key_matrix(W, X.shape[2])
     D, alpha, b, relaxed = _att_inputs(X, alpha, W, relaxed)
-    solver = _solver(solver)
+    solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     n, T, d = D.shape
     G, h, seq, tok = _att_rows(D, alpha, b)
@@ -516,18 +383,11 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
     mu = np.zeros((n, T))
     if relaxed.all():  # every right-hand side is 0: p = 0 is optimal (margin inf)
         p = np.zeros(d)
-    elif solver == "fast":
-        solution = _solve_ldp(G, h)
-        if solution is None:
-            raise _selection_infeasible(D, alpha, b)
-        p = solution.p
-        mu[seq, tok] = solution.mu
     else:
-        problem, p_var = att_svm_problem(X, alpha, W, relaxed)
-        if not _solve_cvxpy(problem):
+        solved = solve(Program(G, h, readable=lambda: _att_problem(G, h)))
+        if solved is None:
             raise _selection_infeasible(D, alpha, b)
-        p = np.asarray(p_var.value, dtype=np.float64)
-        mu[seq, tok] = problem.constraints[0].dual_value / 2  # sum_squares has no 1/2
+        p, mu[seq, tok] = solved
 
     others = _others(alpha, T)
     values = _values(D, p, others)
@@ -551,7 +411,18 @@ def is_feasible(X, alpha, W=None, relaxed=None) -> bool:
     """
     D, alpha, b, _ = _att_inputs(X, alpha, W, relaxed)
     G, h, _, _ = _att_rows(D, alpha, b)
-    return _solve_ldp(G, h) is not None
+    return _ldp.solve(G, h) is not None
+
+
+def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Exception:
+    """Explain why no p has D[i, t] . p >= b_i for every t != alpha_i."""
+    others = _others(alpha, D.shape[1])
+
+    def feasible(group: list[int]) -> bool:
+        sub = others[group]
+        return _ldp.solve(D[group][sub], np.repeat(b[group], sub.sum(axis=1))) is not None
+
+    return _infeasibility.selection(D, alpha, b, feasible)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -563,7 +434,7 @@ def _set_inputs(X, sets, W):
     X = _checks.tokens(X)
     n, T, d = X.shape
     W = _checks.key_matrix(W, d)
-    return _keys(X, W), _checks.token_sets(sets, n, T, proper=True)
+    return _kernels.keys(X, W), _checks.token_sets(sets, n, T, proper=True)
 
 
 def _set_rows(K: np.ndarray, sets: np.ndarray):
@@ -579,24 +450,17 @@ def _set_rows(K: np.ndarray, sets: np.ndarray):
     return D[equal], np.nonzero(equal)[0], D[~sets], np.nonzero(~sets)[0]
 
 
-def _set_ldp(E: np.ndarray, G: np.ndarray) -> np.ndarray | None:
-    """min ||p|| s.t. E p = 0, G p >= 1: write p = N q with N an orthonormal basis of null(E);
-    then ||p|| = ||q|| and the problem is the least-distance program G N q >= 1.
-
-    Singular values of E below 1e-12 times the largest row norm count as zero, so that keys
-    tied up to rounding give an exact tie.
-    """
-    ones = np.ones(len(G))
-    if len(E) == 0:
-        solution = _solve_ldp(G, ones)
-        return None if solution is None else solution.p
-    _, singular, Vt = np.linalg.svd(E)
-    scale = np.linalg.norm(np.vstack([E, G]), axis=1).max()
-    N = Vt[np.sum(singular > 1e-12 * scale) :].T  # (d, dim null(E))
-    if N.shape[1] == 0:
-        return None
-    solution = _solve_ldp(G @ N, ones)
-    return None if solution is None else N @ solution.p
+def _set_problem(K: np.ndarray, sets: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+    equal_rows, above_rows = [], []
+    for keys, inside in zip(K, sets):
+        O, rest = np.flatnonzero(inside), np.flatnonzero(~inside)
+        equal_rows += [keys[t] - keys[tau] for t in O for tau in O if t < tau]
+        above_rows += [keys[t] - keys[tau] for t in O for tau in rest]
+    p = _variable(K.shape[2], "p")
+    constraints = [np.array(above_rows) @ p >= 1]
+    if equal_rows:
+        constraints.append(np.array(equal_rows) @ p == 0)
+    return _sum_squares_problem(p, constraints)
 
 
 def set_svm_problem(X, sets, W=None) -> tuple[cp.Problem, cp.Variable]:
@@ -615,17 +479,7 @@ def set_svm_problem(X, sets, W=None) -> tuple[cp.Problem, cp.Variable]:
     -------
     (problem, p)
     """
-    K, sets = _set_inputs(X, sets, W)
-    equal_rows, above_rows = [], []
-    for keys, inside in zip(K, sets):
-        O, rest = np.flatnonzero(inside), np.flatnonzero(~inside)
-        equal_rows += [keys[t] - keys[tau] for t in O for tau in O if t < tau]
-        above_rows += [keys[t] - keys[tau] for t in O for tau in rest]
-    p = cp.Variable(K.shape[2], name="p")
-    constraints = [np.array(above_rows) @ p >= 1]
-    if equal_rows:
-        constraints.append(np.array(equal_rows) @ p == 0)
-    return cp.Problem(cp.Minimize(cp.sum_squares(p)), constraints), p
+    return _set_problem(*_set_inputs(X, sets, W))
 
 
 def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMResult:
@@ -640,7 +494,7 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
     X : (n, T, d) tokens.
     sets : (n, T) bool, the optimal set O_i of each sequence (at least one True and one False).
     W : (d, d) key-query matrix, or None for the identity.
-    solver : "fast" (default) or "cvxpy".
+    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
     tol : relative tolerance for a constraint to count as tight (as in :func:`att_svm`).
 
     Returns
@@ -648,19 +502,14 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
     SetSVMResult
     """
     K, sets = _set_inputs(X, sets, W)
-    solver = _solver(solver)
+    solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     E, E_seq, G, G_seq = _set_rows(K, sets)
 
-    if solver == "fast":
-        p = _set_ldp(E, G)
-        feasible = p is not None
-    else:
-        problem, p_var = set_svm_problem(K, sets)
-        feasible = _solve_cvxpy(problem)
-        p = None if not feasible else np.asarray(p_var.value, dtype=np.float64)
-    if not feasible:
-        raise _set_infeasible(K, sets, E, E_seq, G, G_seq)
+    solved = solve(Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E))
+    if solved is None:
+        raise _set_infeasible(sets, E, E_seq, G, G_seq)
+    p = solved[0]
 
     scores = K @ p
     lowest_in_set = np.where(sets, scores, np.inf).min(axis=1)
@@ -676,26 +525,13 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
     )
 
 
-def _set_infeasible(K, sets, E, E_seq, G, G_seq) -> Exception:
+def _set_infeasible(sets, E, E_seq, G, G_seq) -> Exception:
     def feasible(group: list[int]) -> bool:
-        return _set_ldp(E[np.isin(E_seq, group)], G[np.isin(G_seq, group)]) is not None
+        rows = np.isin(G_seq, group)
+        return _ldp.solve_with_equalities(E[np.isin(E_seq, group)], G[rows],
+                                          np.ones(rows.sum())) is not None
 
-    def alone(i: int) -> str | None:
-        if feasible([i]):
-            return None
-        inside = np.flatnonzero(sets[i]).tolist()
-        return (
-            f"in sequence {i} no p gives the tokens {inside} one common score above all "
-            "other tokens"
-        )
-
-    def jointly(group: list[int]) -> str:
-        return (
-            f"every sequence is feasible on its own, but sequences {group} cannot be served "
-            "by one common p"
-        )
-
-    return _explain_infeasible("sets: Set-SVM is infeasible:", len(sets), feasible, alone, jointly)
+    return _infeasibility.token_sets(sets, feasible)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -706,6 +542,13 @@ def _set_infeasible(K, sets, E, E_seq, G, G_seq) -> Exception:
 def _v_inputs(R, Y):
     R = _matrix(R, "R")
     return R, _checks.labels(Y, R.shape[0])
+
+
+def _v_problem(R: np.ndarray, Y: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+    import cvxpy as cp
+
+    v = _variable(R.shape[1], "v")
+    return _sum_squares_problem(v, [cp.multiply(Y, R @ v) >= 1])
 
 
 def v_svm_problem(R, Y) -> tuple[cp.Problem, cp.Variable]:
@@ -720,10 +563,7 @@ def v_svm_problem(R, Y) -> tuple[cp.Problem, cp.Variable]:
     -------
     (problem, v)
     """
-    R, Y = _v_inputs(R, Y)
-    v = cp.Variable(R.shape[1], name="v")
-    problem = cp.Problem(cp.Minimize(cp.sum_squares(v)), [cp.multiply(Y, R @ v) >= 1])
-    return problem, v
+    return _v_problem(*_v_inputs(R, Y))
 
 
 def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
@@ -733,7 +573,7 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     ----------
     R : (n, d) selected tokens r_i (e.g. ``X[range(n), alpha]``).
     Y : (n,) labels in {-1, +1}.
-    solver : "fast" (default) or "cvxpy".
+    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
     tol : relative tolerance for a sample to count as a support vector:
         |Y_i v^T r_i - 1| <= tol * max(1, ||r_i|| ||v||).
 
@@ -742,21 +582,15 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     VSVMResult
     """
     R, Y = _v_inputs(R, Y)
-    solver = _solver(solver)
+    solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     G = Y[:, None] * R
     ones = np.ones(len(G))
 
-    if solver == "fast":
-        solution = _solve_ldp(G, ones)
-        if solution is None:
-            raise _v_infeasible(G)
-        v, mu = solution.p, solution.mu
-    else:
-        problem, v_var = v_svm_problem(R, Y)
-        if not _solve_cvxpy(problem):
-            raise _v_infeasible(G)
-        v, mu = np.asarray(v_var.value, dtype=np.float64), problem.constraints[0].dual_value / 2
+    solved = solve(Program(G, ones, readable=lambda: _v_problem(R, Y)))
+    if solved is None:
+        raise _v_infeasible(G)
+    v, mu = solved
 
     margins = G @ v
     support = _tight(margins, 1.0, np.linalg.norm(R, axis=1), float(np.linalg.norm(v)), tol)
@@ -771,16 +605,9 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
 
 def _v_infeasible(G: np.ndarray) -> Exception:
     def feasible(group: list[int]) -> bool:
-        return _solve_ldp(G[group], np.ones(len(group))) is not None
+        return _ldp.solve(G[group], np.ones(len(group))) is not None
 
-    def alone(i: int) -> str | None:
-        return None if feasible([i]) else f"row {i} of R is zero, so Y_i v^T r_i = 0 for every v"
-
-    def jointly(group: list[int]) -> str:
-        return f"no v has Y_i v^T r_i > 0 for all of the samples {group}"
-
-    prefix = "R, Y: the selected tokens are not linearly separable through the origin:"
-    return _explain_infeasible(prefix, len(G), feasible, alone, jointly)
+    return _infeasibility.classifier(len(G), feasible)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -816,6 +643,16 @@ def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
     return G, seq, tok
 
 
+def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+    import cvxpy as cp
+
+    n, T, d = D.shape
+    seq, tok = np.nonzero(_others(alpha, T))
+    differences, queries = D[seq, tok], np.broadcast_to(Z, (n, d))[seq]
+    W = _variable((d, d), "W")
+    return _sum_squares_problem(W, [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1])
+
+
 def w_svm_problem(X, alpha, Z) -> tuple[cp.Problem, cp.Variable]:
     """W-SVM as a cvxpy problem: min ||W||_F^2 s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
 
@@ -829,13 +666,7 @@ def w_svm_problem(X, alpha, Z) -> tuple[cp.Problem, cp.Variable]:
     -------
     (problem, W) with W a (d, d) variable.
     """
-    D, alpha, Z = _w_inputs(X, alpha, Z)
-    n, T, d = D.shape
-    seq, tok = np.nonzero(_others(alpha, T))
-    differences, queries = D[seq, tok], np.broadcast_to(Z, (n, d))[seq]
-    W = cp.Variable((d, d), name="W")
-    constraints = [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1]
-    return cp.Problem(cp.Minimize(cp.sum_squares(W)), constraints), W
+    return _w_problem(*_w_inputs(X, alpha, Z))
 
 
 def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
@@ -850,7 +681,7 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
     Z : (n, d) the query z_i of each sequence (self-attention), or (d,) one query p for all.
-    solver : "fast" (default) or "cvxpy".
+    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
     tol : relative tolerance for a constraint to count as tight:
         |value - 1| <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F).
 
@@ -859,23 +690,24 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     WSVMResult
     """
     D, alpha, Z = _w_inputs(X, alpha, Z)
-    solver = _solver(solver)
+    solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     n, T, d = D.shape
     others = _others(alpha, T)
 
-    if solver == "fast" and Z.ndim == 1:  # closed form from u^mm = ATT-SVM on the raw tokens
-        u = _solve_ldp(D[others], np.ones(others.sum()))
-        W = None if u is None else np.outer(u.p, Z) / (Z @ Z)
-    elif solver == "fast":
-        G, _, _ = _w_rows(D, alpha, Z)
-        solution = _solve_ldp(G, np.ones(len(G)))
-        W = None if solution is None else solution.p.reshape(d, d)
+    def readable():
+        return _w_problem(D, alpha, Z)
+
+    if Z.ndim == 1:  # closed form from u^mm = ATT-SVM on the raw tokens
+        program = Program(D[others], np.ones(others.sum()), readable,
+                           lift=lambda u: np.outer(u, Z) / (Z @ Z))
     else:
-        problem, W_var = w_svm_problem(X, alpha, Z)
-        W = np.asarray(W_var.value, dtype=np.float64) if _solve_cvxpy(problem) else None
-    if W is None:
+        G, _, _ = _w_rows(D, alpha, Z)
+        program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
+    solved = solve(program)
+    if solved is None:
         raise _w_infeasible(D, alpha, Z)
+    W = solved[0]
 
     queries = np.broadcast_to(Z, (n, d))
     values = np.where(others, np.einsum("ita,ab,ib->it", D, W, queries), np.inf)
@@ -891,22 +723,38 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
 
 
 def _w_infeasible(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> Exception:
-    n, T, d = D.shape
-    queries = np.broadcast_to(Z, (n, d))
     G, seq, _ = _w_rows(D, alpha, Z)
 
     def feasible(group: list[int]) -> bool:
         rows = np.isin(seq, group)
-        return _solve_ldp(G[rows], np.ones(rows.sum())) is not None
+        return _ldp.solve(G[rows], np.ones(rows.sum())) is not None
 
-    def alone(i: int) -> str | None:
-        if feasible([i]):
-            return None
-        if not queries[i].any():
-            return f"the query z_{i} of sequence {i} is zero, so x^T W z_{i} = 0 for every W"
-        return _unrankable(D, i, alpha, "W")
+    queries = np.broadcast_to(Z, (D.shape[0], D.shape[2]))
+    return _infeasibility.key_query(D, alpha, queries, feasible)
 
-    def jointly(group: list[int]) -> str:
-        return _not_jointly(group, "W")
 
-    return _explain_infeasible("alpha: W-SVM is infeasible:", n, feasible, alone, jointly)
+# ----------------------------------------------------------------------------------------------
+# The SVMs of joint training
+# ----------------------------------------------------------------------------------------------
+
+
+class JointSVMs(NamedTuple):
+    """The three max-margin problems of joint training (see :func:`joint_svms`)."""
+
+    v: VSVMResult        # v^mm on the selected tokens, .support is the set S
+    relaxed: SVMResult   # p^relax, sequences outside S only need margin >= 0
+    full: SVMResult      # the ordinary ATT-SVM of the selection
+
+
+def joint_svms(X, Y, alpha, W=None) -> JointSVMs:
+    """v-SVM on the selected tokens r_i = x_{i,alpha_i}, the relaxed p-SVM and the full ATT-SVM.
+
+    X : (n, T, d) tokens; Y : (n,) labels; alpha : (n,) selected token of each sequence;
+    W : (d, d) or None. The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are
+    not support vectors of the v-SVM. Returns a :class:`JointSVMs`.
+    """
+    X = _checks.tokens(X)
+    n, T, _ = X.shape
+    alpha = _checks.indices(alpha, n, T)
+    vsvm = v_svm(X[np.arange(n), alpha], Y)
+    return JointSVMs(vsvm, att_svm(X, alpha, W=W, relaxed=~vsvm.support), att_svm(X, alpha, W=W))

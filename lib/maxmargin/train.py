@@ -10,14 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.special import expit
 
-from . import _checks
-from .losses import Loss, get_loss
-from .model import (
-    _attention_from_keys, _contract_tokens, _logit_grad, _loss_derivative, _margins, _queries,
-    _softmax_tokens_, _tensor, _threads_for, keys, scores, softmax, self_attention_logits,
-)
+from . import _checks, _kernels
+from .losses import Loss, expit, get_loss
+from .model import softmax
 
 
 @dataclass(frozen=True)
@@ -81,13 +77,10 @@ def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic"
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
-    gamma = scores(X, Y, v)
-    K = keys(X, W)
+    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    K = _kernels.keys(X, _checks.key_matrix(W, d))
     P = _initial_batch(p0, d, "p0")
-    steps = _checks.positive_int(steps, "steps")
-    lr = _checks.positive_float(lr, "lr")
-    eps = _checks.positive_float(eps, "eps")
-    loss = get_loss(loss)
+    steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     tracked = np.argmax(gamma, axis=1) if track is None else _checks.indices(track, n, T, "track")
     run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None])
     return Trajectory(run.path[:, 0], run.loss[:, 0], run.on[:, 0], run.off[:, 0], tracked,
@@ -141,7 +134,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     v = np.broadcast_to(v, (M, d)) if v.shape in ((d,), (M, d)) else None
     if v is None:
         raise ValueError(f"v: expected shape ({d},) or ({M}, {d})")
-    gamma = np.stack([scores(X[m], Y[m], v[m]) for m in range(M)])
+    gamma = np.stack([_kernels.scores(X[m], _checks.labels(Y[m], n), v[m]) for m in range(M)])
     if W is None:
         K = X
     else:
@@ -158,10 +151,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
         P = np.broadcast_to(P, (M,) + P.shape)
     if P.ndim != 3 or P.shape[0] != M:
         raise ValueError(f"p0: expected shape ({d},), (B, {d}) or ({M}, B, {d}), got {P.shape}")
-    steps = _checks.positive_int(steps, "steps")
-    lr = _checks.positive_float(lr, "lr")
-    eps = _checks.positive_float(eps, "eps")
-    loss = get_loss(loss)
+    steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     if track is None:
         tracked = np.argmax(gamma, axis=-1)
     else:
@@ -191,30 +181,30 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records
     margins = np.empty((steps + 1, M * n, B))
     on = np.empty((steps + 1, M, n, B))
     off = np.empty((steps + 1, M, n, B))
-    Kt = _tensor(K.reshape(M, n * T, d))
+    Kt = _kernels.tensor(K.reshape(M, n * T, d))
     KtT = Kt.transpose(1, 2).contiguous()  # (M, d, n T): a contiguous copy makes the contraction faster
-    G = _tensor(gamma.reshape(M * n, T, 1))
-    Pt = _tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
+    G = _kernels.tensor(gamma.reshape(M * n, T, 1))
+    Pt = _kernels.tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
     hit = np.arange(T) == tracked[..., None]  # (M, n, T)
     on_mask = torch.from_numpy(hit.reshape(M * n, 1, T).astype(np.float64))
     off_mask = 1.0 - on_mask
 
-    with _threads_for(M * n * T * B):
+    with _kernels.threads_for(M * n * T * B):
         for k in range(steps + 1):
             path[k] = Pt.transpose(1, 2).numpy()
             logits = (Kt @ Pt).reshape(M * n, T, B)
             shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _softmax_tokens_(logits, shift)
+            s = _kernels.softmax_tokens_(logits, shift)
             on[k] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
             off[k] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
-            margin, deviation = _margins(s, G, top)
+            margin, deviation = _kernels.margins(s, G, top)
             margins[k] = margin.numpy()
             if k == steps:
                 break
-            dlogits = _logit_grad(s, deviation, margin, loss, out=s, n=n)
+            dlogits = _kernels.logit_grad(s, deviation, margin, loss, out=s, n=n)
             grad = KtT @ dlogits.reshape(M, n * T, B)  # (M, d, B)
             Pt = Pt - lr * _step_direction(grad, normalized, eps)
-        final = _softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
+        final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     risks = loss.torch_value(torch.from_numpy(margins)).numpy()
     risks = np.mean(risks.reshape(steps + 1, M, n, B), axis=2)
@@ -245,33 +235,37 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logist
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
-    gamma = scores(X, Y, v)
-    Z = _queries(queries, n, d)
+    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    Z = _checks.queries(queries, n, d)
     Wk = np.asarray(W0, dtype=np.float64)
     if Wk.shape == (d, d):
         Wk = Wk[None]
     if Wk.ndim != 3 or Wk.shape[1:] != (d, d):
         raise ValueError(f"W0: expected shape ({d}, {d}) or (B, {d}, {d}), got {Wk.shape}")
     _checks.finite(Wk, "W0")
-    steps = _checks.positive_int(steps, "steps")
-    lr = _checks.positive_float(lr, "lr")
-    eps = _checks.positive_float(eps, "eps")
-    loss = get_loss(loss)
+    steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
 
     path = np.empty((steps + 1,) + Wk.shape)
     risks = np.empty((steps + 1, Wk.shape[0]))
-    G, Xt, Zt = _tensor(gamma[..., None]), _tensor(X), _tensor(Z)
-    with _threads_for(n * T * Wk.shape[0]):
+    G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
+    with _kernels.threads_for(n * T * Wk.shape[0]):
         for k in range(steps + 1):
             path[k] = Wk
-            s = _tensor(softmax(self_attention_logits(X, Wk, Z)).transpose(1, 2, 0))
-            margin, deviation = _margins(s, G)
+            logits = _kernels.self_attention_logits(X, Wk, Z)
+            s = _kernels.tensor(softmax(logits).transpose(1, 2, 0))
+            margin, deviation = _kernels.margins(s, G)
             risks[k] = np.mean(loss.value(margin.numpy()), axis=0)
             if k == steps:
                 break
-            grad = torch.einsum("ntb,ntd,ne->bde", _logit_grad(s, deviation, margin, loss, out=s), Xt, Zt)
+            dlogits = _kernels.logit_grad(s, deviation, margin, loss, out=s)
+            grad = torch.einsum("ntb,ntd,ne->bde", dlogits, Xt, Zt)
             flat = _step_direction(grad.reshape(grad.shape[0], -1).T, normalized, eps).T
             Wk = Wk - lr * flat.reshape(Wk.shape).numpy()
+    bad = ~np.isfinite(path).reshape(steps + 1, -1).all(axis=1)
+    if bad.any():
+        raise ValueError(f"gd_W: W overflowed at step {int(np.argmax(bad))} (the loss, its "
+                         f"gradient or the step became non-finite); check lr, loss and the scale "
+                         f"of v and X")
     return WTrajectory(path, risks, lr, normalized)
 
 
@@ -305,46 +299,83 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
     X = _checks.tokens(X)
     n, T, d = X.shape
     Y = _checks.labels(Y, n)
-    K = keys(X, W)
+    K = _kernels.keys(X, _checks.key_matrix(W, d))
     V = _initial_batch(v0, d, "v0")
     P = _initial_batch(p0, d, "p0")
     V, P = (np.array(a) for a in np.broadcast_arrays(V, P))
-    steps = _checks.positive_int(steps, "steps")
-    lr = _checks.positive_float(lr, "lr")
-    eps_v = _checks.positive_float(eps_v, "eps_v")
-    eps_p = _checks.positive_float(eps_p, "eps_p")
-    loss = get_loss(loss)
+    steps, lr, loss, eps_v, eps_p = _settings(steps, lr, loss, eps_v=eps_v, eps_p=eps_p)
     rows = np.arange(n)
 
     B = P.shape[0]
     vs, ps = np.empty((steps + 1, B, d)), np.empty((steps + 1, B, d))
     margins = np.empty((steps + 1, n, B))
     attention = np.empty((steps + 1, n, T, B))
-    Xt, K, Yt, V, P = _tensor(X), _tensor(K), _tensor(Y), _tensor(V.T), _tensor(P.T)
-    with _threads_for(n * T * B):
+    Xt, K, Yt, V, P = (_kernels.tensor(a) for a in (X, K, Y, V.T, P.T))
+    with _kernels.threads_for(n * T * B):
         for k in range(steps + 1):
             vs[k], ps[k] = V.T.numpy(), P.T.numpy()
             gamma = Yt[:, None, None] * torch.einsum("ntd,db->ntb", Xt, V)
-            s = _attention_from_keys(K, P)
+            s = _kernels.attention_from_keys(K, P)
             attention[k] = s.numpy()
-            margin, deviation = _margins(s, gamma)
+            margin, deviation = _kernels.margins(s, gamma)
             margins[k] = margin.numpy()
             if k == steps:
                 break
-            weight_v = _loss_derivative(loss, margin) * (Yt / n)[:, None]
-            grad_v = _contract_tokens(s * weight_v[:, None, :], Xt)
-            grad_p = _contract_tokens(_logit_grad(s, deviation, margin, loss), K)
+            weight_v = loss.torch_derivative(margin) * (Yt / n)[:, None]
+            grad_v = _kernels.contract_tokens(s * weight_v[:, None, :], Xt)
+            grad_p = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, loss), K)
             V = V - lr * _step_direction(grad_v, normalized, eps_v)
             P = P - lr * _step_direction(grad_p, normalized, eps_p)
     V = V.T.numpy()
     risks = np.mean(loss.value(margins), axis=1)
     probs = np.mean(expit(margins), axis=1)
     if track is None:
-        tracked = np.argmax(scores(X, Y, V[0]), axis=1)
+        tracked = np.argmax(_kernels.scores(X, Y, V[0]), axis=1)
     else:
         tracked = _checks.indices(track, n, T, "track")
     return JointTrajectory(vs, ps, risks, probs, attention[:, rows, tracked].transpose(0, 2, 1), tracked,
                            lr, normalized)
+
+
+def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: int = 200,
+                    lr: float = 0.1, sequence: int = 0):
+    """Which token normalized GD selects from each start of a grid in the (p1, p2) plane.
+
+    Starts are p0 = (a, b, 0, ...) for a, b on ``np.linspace(-extent, extent, num)``; all runs are
+    one batched :func:`gd` call (``steps`` normalized steps of size ``lr``, eps 1e-12).
+
+    Returns
+    -------
+    (grid (num,), selected (num, num)): the index of the token with the largest final attention
+    in sequence ``sequence``; row j is b = grid[j], column k is a = grid[k].
+    """
+    X = _checks.tokens(X)
+    n, _, d = X.shape
+    if d < 2:
+        raise ValueError(f"X: the prompt plane needs d >= 2, got d={d}")
+    extent = _checks.positive_float(extent, "extent")
+    num = _checks.positive_int(num, "num")
+    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) \
+            or not 0 <= sequence < n:
+        raise ValueError(f"sequence: expected an index in [0, {n}), got {sequence!r}")
+    grid = np.linspace(-extent, extent, num)
+    A, B = np.meshgrid(grid, grid)
+    p0 = np.zeros((A.size, d))
+    p0[:, 0], p0[:, 1] = A.ravel(), B.ravel()
+    run = gd(X, Y, v, p0, steps, lr, W=W, normalized=True)
+    return grid, run.selected_tokens()[:, sequence].reshape(num, num)
+
+
+def _settings(steps, lr, loss, **eps) -> tuple:
+    """The validated step settings shared by every descent: (steps, lr, loss, *eps values).
+
+    ``eps`` are the named normalization offsets (``eps``, or ``eps_v`` and ``eps_p``), each a
+    positive float, returned in the order given.
+    """
+    steps = _checks.positive_int(steps, "steps")
+    lr = _checks.positive_float(lr, "lr")
+    offsets = [_checks.positive_float(value, name) for name, value in eps.items()]
+    return (steps, lr, get_loss(loss), *offsets)
 
 
 def _initial_batch(x0, d: int, name: str) -> np.ndarray:
@@ -371,7 +402,3 @@ def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.T
         unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
         norm = scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True)
     return grad / (norm + eps)
-
-
-
-# --- chapter 03: many instances at once ---------------------------------------------------------

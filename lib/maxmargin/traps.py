@@ -44,8 +44,7 @@ from itertools import combinations
 
 import numpy as np
 
-from . import _checks
-from .model import scores
+from . import _checks, _kernels
 from .optimality import optimal_indices
 from .svm import att_svm
 
@@ -109,8 +108,8 @@ def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
         raise ValueError(f"X: n={n} sequences exceed max_sequences={max_sequences}; the search "
                          f"needs up to 2^n = {2 ** n} SVM solves (raise max_sequences to allow)")
     opt = optimal_indices(X, Y, v)  # refuses two tokens tied for the highest score
-    gamma = scores(X, Y, v)
-    K = X if W is None else X @ W
+    gamma = _kernels.scores(X, Y, v)
+    K = _kernels.keys(X, W)
     score_tol = SCORE_TOL * float(np.abs(gamma).max())
 
     found: list[TrapSet] = []

@@ -1,4 +1,4 @@
-"""Chapter 01 helpers in maxmargin.plots and maxmargin.explore, against independent references."""
+"""Chapter 01 helpers in maxmargin.model and maxmargin.book, against independent references."""
 import matplotlib
 
 matplotlib.use("Agg")
@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin import explore, plots  # noqa: E402
+from maxmargin.book import explore, plots  # noqa: E402
 
 
 def reference_risk(X, Y, v, W, p):
@@ -32,7 +32,7 @@ def close_figures():
 
 def test_risk_gap_grid_matches_direct_evaluation():
     inst = mm.data.fig2()
-    p1, p2, gap = plots.risk_gap_grid(inst.X, inst.Y, inst.v, inst.W, extent=(-2, 3, -1, 4),
+    p1, p2, gap = mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, extent=(-2, 3, -1, 4),
                                       resolution=7)
     assert p1.shape == p2.shape == (7,) and gap.shape == (7, 7)
     lstar = reference_optimal_risk(inst.X, inst.Y, inst.v)
@@ -48,13 +48,13 @@ def test_risk_gap_grid_matches_direct_evaluation():
 def test_risk_gap_grid_rejects_bad_extent(extent):
     inst = mm.data.fig1("a")
     with pytest.raises(ValueError, match="extent"):
-        plots.risk_gap_grid(inst.X, inst.Y, inst.v, inst.W, extent=extent)
+        mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, extent=extent)
 
 
 def test_risk_gap_grid_rejects_bad_resolution():
     inst = mm.data.fig1("a")
     with pytest.raises(ValueError, match="resolution"):
-        plots.risk_gap_grid(inst.X, inst.Y, inst.v, inst.W, resolution=1)
+        mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, resolution=1)
 
 
 def test_excess_risk_along_rays_matches_direct_evaluation():
@@ -104,7 +104,7 @@ def test_prompt_plane_gaps_and_attention():
     inst = mm.data.fig1("a")
     points = np.array([[0.0, 2.0], [3.0, -1.0]])
     fig, plane, bars = explore._prompt_plane_layout(2)
-    grid = plots.risk_gap_grid(inst.X, inst.Y, inst.v, inst.W, resolution=11)
+    grid = mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, resolution=11)
     gaps = explore.draw_prompt_plane(plane, bars, inst, points, grid=grid)
     lstar = reference_optimal_risk(inst.X, inst.Y, inst.v)
     for point, gap, ax in zip(points, gaps, bars):
@@ -117,7 +117,7 @@ def test_prompt_plane_gaps_and_attention():
 
 def test_prompt_plane_rejects_bad_points_and_sequence():
     inst = mm.data.fig1("a")
-    grid = plots.risk_gap_grid(inst.X, inst.Y, inst.v, inst.W, resolution=5)
+    grid = mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, resolution=5)
     with pytest.raises(ValueError, match="points"):
         explore.prompt_plane(inst, np.zeros((2, 3)), grid=grid)
     with pytest.raises(ValueError, match="sequence"):

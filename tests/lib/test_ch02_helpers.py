@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import cvxpy as cp
 import matplotlib
 
 matplotlib.use("Agg")
@@ -11,21 +12,54 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import Wedge  # noqa: E402
+from scipy.optimize import linprog  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin import explore, plots  # noqa: E402
+from maxmargin.book import ch02, plots  # noqa: E402
 from maxmargin.optimality import selection_census  # noqa: E402
 
 
+def constraint_rows(X, alpha, W):
+    """ATT-SVM rows g = W^T (x_{i,alpha_i} - x_it), t != alpha_i, built by loops, with their (i, t)."""
+    n, T, d = X.shape
+    W = np.eye(d) if W is None else W
+    rows = [(W.T @ (X[i, alpha[i]] - X[i, t]), (i, t)) for i in range(n) for t in range(T) if t != alpha[i]]
+    return np.array([g for g, _ in rows]), [where for _, where in rows]
+
+
+def separable(G) -> bool:
+    """Some p has G p > 0 (strictly): the LP max s s.t. G p >= s, |p_j| <= 1 has s > 0 (HiGHS)."""
+    m, d = G.shape
+    res = linprog(np.r_[np.zeros(d), -1.0], A_ub=np.hstack([-G, np.ones((m, 1))]), b_ub=np.zeros(m),
+                  bounds=[(-1.0, 1.0)] * d + [(None, 1.0)], method="highs")
+    assert res.status == 0, res.message
+    return -res.fun > 1e-9
+
+
+def min_norm_point(G) -> np.ndarray:
+    """argmin ||p|| s.t. G p >= 1, written here in cvxpy and solved by Clarabel."""
+    p = cp.Variable(G.shape[1])
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(p)), [G @ p >= 1])
+    problem.solve(solver=cp.CLARABEL)
+    assert problem.status == cp.OPTIMAL, problem.status
+    return p.value
+
+
 def brute_force(X, Y, v, W=None):
-    """Every selection in T**n, tested one by one with the public single-selection functions."""
+    """Every selection in T**n with its own feasibility LP, its own SVM solve, its own support
+    test (slack within 1e-6 relative) and its own score comparison: no library routine."""
     n, T, _ = X.shape
+    gamma = Y[:, None] * np.einsum("ntd,d->nt", X, v)
     feasible, local = 0, []
     for alpha in itertools.product(range(T), repeat=n):
-        if mm.is_feasible(X, list(alpha), W):
-            feasible += 1
-            if mm.is_locally_optimal(X, Y, v, list(alpha), W):
-                local.append(alpha)
+        G, where = constraint_rows(X, alpha, W)
+        if not separable(G):
+            continue
+        feasible += 1
+        p = min_norm_point(G)
+        tight = G @ p - 1 <= 1e-6 * np.maximum(1.0, np.linalg.norm(G, axis=1) * np.linalg.norm(p))
+        if all(gamma[i, t] < gamma[i, alpha[i]] for (i, t), on in zip(where, tight) if on):
+            local.append(alpha)
     return feasible, tuple(local)
 
 
@@ -112,11 +146,11 @@ def test_fig1_moved_and_explorer():
     with pytest.raises(ValueError, match="x3_score"):
         mm.data.fig1_moved(np.nan)
     fig, ax = plt.subplots()
-    found = explore.fig1_local_optima(ax, x3_score=0.0)
+    found = ch02.fig1_local_optima(ax, x3_score=0.0)
     assert [s.alpha for s in found if s.locally_optimal] == [(0,), (1,)]
     assert "x1, x2" in ax.get_title()
     ax.clear()
-    found = explore.fig1_local_optima(ax, x3_score=0.0, x2_x=-0.05, x2_y=0.5)  # x2 on segment x1-x3
+    found = ch02.fig1_local_optima(ax, x3_score=0.0, x2_x=-0.05, x2_y=0.5)  # x2 on segment x1-x3
     assert [s.alpha for s in found] == [(0,), (2,)]
     assert "infeasible: {x2}" in ax.get_title()
     plt.close(fig)

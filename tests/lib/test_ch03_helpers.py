@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin import explore, plots  # noqa: E402
+from maxmargin.book import ch03, plots  # noqa: E402
 from maxmargin.train import StackTrajectory, gd_stack
 
 
@@ -104,7 +104,7 @@ def test_gd_stack_rejects_bad_input(kwargs, match):
 
 def test_basin_agrees_with_single_runs():
     inst = mm.data.fig1("b")
-    grid, selected = explore.basin(inst, extent=4.0, num=5, steps=120)
+    grid, selected = mm.selection_basin(inst.X, inst.Y, inst.v, inst.W, extent=4.0, num=5, steps=120)
     assert grid.shape == (5,) and selected.shape == (5, 5)
     for j, b in enumerate(grid):
         for i, a in enumerate(grid):
@@ -116,8 +116,8 @@ def test_basin_agrees_with_single_runs():
 
 def test_draw_basin_shares_and_equal_scores_remove_the_local_basin():
     fig, axes = plots.panels(2)
-    share_b = explore.draw_basin(axes[0], 0.0, num=21, steps=150)
-    share_a = explore.draw_basin(axes[1], 0.9, num=21, steps=150)
+    share_b = ch03.draw_basin(axes[0], 0.0, num=21, steps=150)
+    share_a = ch03.draw_basin(axes[1], 0.9, num=21, steps=150)
     plt.close(fig)
     assert share_b.sum() == pytest.approx(1.0) and share_b[1] > 0.2
     assert share_a[1] == 0 and share_a[0] == pytest.approx(1.0)
@@ -125,8 +125,8 @@ def test_draw_basin_shares_and_equal_scores_remove_the_local_basin():
 
 def test_score_explorer_panel_selects_like_the_paper():
     fig, (ax,) = plots.panels()
-    assert explore.draw_score_explorer(ax, 0.0, angle=-90.0, norm=1.5) == 1  # start (0, -1.5)
-    assert explore.draw_score_explorer(ax, 0.9, angle=-90.0, norm=1.5) == 0  # Fig. 1 (a)
+    assert ch03.draw_score_explorer(ax, 0.0, angle=-90.0, norm=1.5) == 1  # start (0, -1.5)
+    assert ch03.draw_score_explorer(ax, 0.9, angle=-90.0, norm=1.5) == 0  # Fig. 1 (a)
     plt.close(fig)
 
 

@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin import explore, plots  # noqa: E402
+from maxmargin.book import ch06, plots  # noqa: E402
 
 ALPHA = [1, 1, 1]
 
@@ -44,7 +44,7 @@ def test_fig3_moved_rejects_bad_c(bad, error):
 @pytest.mark.parametrize("c", np.linspace(0.6, 2.0, 8))
 def test_joint_svms_match_closed_forms(c):
     inst = mm.data.fig3_moved(c)
-    svms = explore.joint_svms(inst.X, inst.Y, ALPHA)
+    svms = mm.joint_svms(inst.X, inst.Y, ALPHA)
     np.testing.assert_allclose(svms.full.p, full_svm_closed_form(c), atol=1e-9)
     if c > 1:   # v_mm = (0, 1); sequence 3 has v-margin c > 1 and is relaxed
         np.testing.assert_allclose(svms.v.v, [0.0, 1.0], atol=1e-9)
@@ -63,7 +63,7 @@ def test_joint_svms_match_closed_forms(c):
 @pytest.mark.parametrize("c", [0.7, 1.0, 1.5])
 def test_joint_svms_agree_with_cvxpy(c):
     inst = mm.data.fig3_moved(c)
-    svms = explore.joint_svms(inst.X, inst.Y, ALPHA)
+    svms = mm.joint_svms(inst.X, inst.Y, ALPHA)
     v_ref = mm.v_svm(inst.X[:, 1], inst.Y, solver="cvxpy")
     p_ref = mm.att_svm(inst.X, ALPHA, relaxed=~v_ref.support, solver="cvxpy")
     np.testing.assert_allclose(svms.v.v, v_ref.v, atol=1e-6)
@@ -73,7 +73,7 @@ def test_joint_svms_agree_with_cvxpy(c):
 def test_joint_svms_rejects_bad_selection():
     inst = mm.data.fig3_moved(1.5)
     with pytest.raises(ValueError, match="alpha"):
-        explore.joint_svms(inst.X, inst.Y, [1, 1, 2])
+        mm.joint_svms(inst.X, inst.Y, [1, 1, 2])
 
 
 def autograd_joint_ngd(X, Y, v0, p0, steps, lr, eps_v, eps_p):
@@ -104,7 +104,7 @@ def autograd_joint_ngd(X, Y, v0, p0, steps, lr, eps_v, eps_p):
 @pytest.mark.parametrize("c", [1.0, 1.5])
 def test_joint_run_matches_an_autograd_loop(c):
     """The chapter's runs (joint_run with the paper's constants) against an independent loop."""
-    inst, run, svms = explore.joint_run(c, steps=120)
+    inst, run, svms = ch06.joint_run(c, steps=120)
     assert run.p.shape == (120, 1, 2) and run.v.shape == (120, 1, 2)
     v_ref, p_ref = autograd_joint_ngd(inst.X, inst.Y, [-1.0, 0.0], [0.0, -1.0], 119, lr=0.1,
                                       eps_v=1e-9, eps_p=1e-19)
@@ -113,12 +113,12 @@ def test_joint_run_matches_an_autograd_loop(c):
     expected = [1.0, 0.0] if c > 1 else [4 / 3, 1 / 3]      # hand-computed SVMs
     np.testing.assert_allclose(svms.relaxed.p, expected, atol=1e-9)
     with pytest.raises(ValueError, match="steps"):
-        explore.joint_run(c, steps=1)
+        ch06.joint_run(c, steps=1)
 
 
 def test_joint_panel_angles_and_drawing():
     fig, (ax,) = plots.panels()
-    gd, relaxed, full = explore.joint_panel(ax, c=2.0, steps=200, legend=True)
+    gd, relaxed, full = ch06.joint_panel(ax, c=2.0, steps=200, legend=True)
     assert abs(gd) < 0.5 and relaxed == pytest.approx(0.0, abs=1e-9)
     p = full_svm_closed_form(2.0)
     assert full == pytest.approx(np.degrees(np.arctan2(p[1], p[0])), abs=1e-7)
@@ -130,16 +130,16 @@ def test_joint_panel_angles_and_drawing():
 def test_joint_paths_draws_window_and_rejects_bad_input():
     fig, (ax,) = plots.panels()
     path = np.cumsum(np.full((20, 2), 0.3), axis=0)
-    out = plots.joint_paths(ax, path, path[:, ::-1], [1, 0], [0, 1], X=np.zeros((3, 2, 2)),
+    out = ch06.joint_paths(ax, path, path[:, ::-1], [1, 0], [0, 1], X=np.zeros((3, 2, 2)),
                             full_dir=[1.25, 0.25])
     assert out is ax
     assert ax.get_xlim() == (-2.0, 15.0) and ax.get_ylim() == (-3.0, 12.0)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "full ATT-SVM" in labels and len(labels) == 5
     with pytest.raises(ValueError, match="p_path"):
-        plots.joint_paths(ax, path, path[:, :1], [1, 0], [0, 1])
+        ch06.joint_paths(ax, path, path[:, :1], [1, 0], [0, 1])
     with pytest.raises(ValueError, match="v_dir"):
-        plots.joint_paths(ax, path, path, [1, 0], [0, 0])
+        ch06.joint_paths(ax, path, path, [1, 0], [0, 0])
     with pytest.raises(ValueError, match="X"):
-        plots.joint_paths(ax, path, path, [1, 0], [0, 1], X=np.zeros((3, 2)))
+        ch06.joint_paths(ax, path, path, [1, 0], [0, 1], X=np.zeros((3, 2)))
     plt.close(fig)

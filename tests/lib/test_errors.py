@@ -55,5 +55,33 @@ def test_bad_input_raises_a_clear_error(name, call, error, message):
         call()
 
 
-def test_at_least_twenty_distinct_bad_inputs_are_covered():
-    assert len({c[0] for c in CASES}) >= 20
+TRAINERS = {  # each trainer with its hyper-parameters replaced by keyword overrides
+    "gd": lambda **kw: mm.gd(X, Y, v, p, **({"steps": 3, "lr": 0.1, "W": W, "normalized": True} | kw)),
+    "gd_stack": lambda **kw: mm.gd_stack(X[None], Y[None], v, p, **({"steps": 3, "lr": 0.1, "W": W,
+                                                                      "normalized": True} | kw)),
+    "gd_W": lambda **kw: mm.gd_W(X, Y, v, np.eye(3), p + 1.0, **({"steps": 3, "lr": 0.1, "normalized": True} | kw)),
+    "gd_joint": lambda **kw: mm.gd_joint(X, Y, v, p, **({"steps": 3, "lr": 0.1, "W": W} | kw)),
+}
+EPS = {"gd": ["eps"], "gd_stack": ["eps"], "gd_W": ["eps"], "gd_joint": ["eps_v", "eps_p"]}
+BAD_HYPER = [  # (argument, value, error): each must be rejected by every trainer
+    ("steps", 0, ValueError), ("steps", -2, ValueError), ("steps", 2.5, TypeError), ("steps", True, TypeError),
+    ("lr", 0.0, ValueError), ("lr", -0.1, ValueError), ("lr", np.nan, ValueError), ("lr", np.inf, ValueError),
+    ("lr", "0.1", TypeError), ("loss", "hinge", ValueError), ("loss", 3, TypeError),
+    ("eps", 0.0, ValueError), ("eps", -1e-12, ValueError), ("eps", np.nan, ValueError), ("eps", None, TypeError),
+]
+
+
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+@pytest.mark.parametrize("argument, value, error", BAD_HYPER, ids=[f"{a}={b!r}" for a, b, _ in BAD_HYPER])
+def test_every_trainer_rejects_each_bad_hyper_parameter(trainer, argument, value, error):
+    """Replaces a meta-test that counted its own list. Bug caught: one of the four training
+    loops dropping a validation (e.g. a negative lr or a zero eps accepted and run)."""
+    for name in EPS[trainer] if argument == "eps" else [argument]:
+        with pytest.raises(error, match=rf"^{name}: "):
+            TRAINERS[trainer](**{name: value})
+
+
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+def test_every_trainer_accepts_the_defaults_it_is_checked_against(trainer):
+    """The calls above are valid apart from the one bad argument (so each error is that one's)."""
+    TRAINERS[trainer]()

@@ -12,14 +12,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin import explore  # noqa: E402
+from maxmargin.book import ch02, ch03, ch05, ch06, explore  # noqa: E402
 
 ipywidgets = pytest.importorskip("ipywidgets")
 
 
 def chapter_02_explorer():
     return explore.live(
-        explore.fig1_local_optima, width=4.6, height=4.2,
+        ch02.fig1_local_optima, width=4.6, height=4.2,
         x3_score=ipywidgets.FloatSlider(value=0.0, min=-0.5, max=1.3, step=0.05),
         x2_x=ipywidgets.FloatSlider(value=1.0, min=-1.0, max=1.5, step=0.05),
         x2_y=ipywidgets.FloatSlider(value=0.0, min=-1.0, max=1.5, step=0.05),
@@ -29,9 +29,9 @@ def chapter_02_explorer():
 EXPLORERS = {
     "01 prompt plane": lambda: explore.prompt_explorer(mm.data.fig1("a")),
     "02 local optima": chapter_02_explorer,
-    "03 score and basin": explore.score_explorer,
-    "05 loss ring": explore.fig4_ring_explorer,
-    "06 joint training": lambda: explore.joint_explorer(steps=40),
+    "03 score and basin": ch03.score_explorer,
+    "05 loss ring": ch05.fig4_ring_explorer,
+    "06 joint training": lambda: ch06.joint_explorer(steps=40),
 }
 
 

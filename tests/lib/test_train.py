@@ -124,3 +124,14 @@ def test_random_equal_score_instances_converge_globally(seed):
     traj = mm.gd(inst.X, inst.Y, inst.v, np.zeros(16), 300, 0.1, W=inst.W, normalized=True)
     assert traj.cosine(target)[100, 0] >= 0.985
     assert traj.cosine(target)[300, 0] >= 0.99
+
+
+def test_gd_W_refuses_to_return_an_overflowed_trajectory():
+    """A step so large that W overflows must raise, not return NaN iterates (the refactor once
+    dropped the per-step finiteness check and returned NaN silently)."""
+    inst = mm.data.fig2()
+    v_huge = np.array([0.0, 0.0, -1e5])   # exponential loss of -1e5 overflows
+    with pytest.warns(RuntimeWarning), \
+            pytest.raises(ValueError, match="gd_W: W overflowed at step 1"):
+        mm.gd_W(inst.X, inst.Y, v_huge, np.eye(3), np.array([1.0, 0.5, -0.5]), 3, 0.1,
+                loss="exponential")

@@ -1,0 +1,19 @@
+"""maxmargin.book: the book's figures and explorers, kept apart from the library's mathematics.
+
+``plots`` holds the figure style and the generic drawing helpers, ``explore`` the live explorers
+and their static twins, and ``ch02``, ``ch03``, ``ch05``, ``ch06`` what only that chapter draws.
+Chapters import what they use, e.g. ``from maxmargin.book import explore, plots``. This package
+loads matplotlib (and ipywidgets when a live explorer is built); the core library never imports it.
+"""
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["plots", "explore", "ch02", "ch03", "ch05", "ch06"]
+
+
+def __getattr__(name: str):
+    """Import a submodule on first access, so that ``mm.book.plots`` works without an import."""
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

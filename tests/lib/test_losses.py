@@ -1,0 +1,154 @@
+"""Every loss in the library's registry ``mm.LOSSES``, tested automatically (issue 11, item 6).
+
+The tests iterate over the registry itself, so a new loss is covered as soon as it is
+registered. The reference for each loss is the formula string its entry declares
+(``Loss.formula``, e.g. "log(1 + exp(-x))"), evaluated in arbitrary precision with mpmath (value
+and derivative) and in torch (autograd of the model); a new loss must therefore write its formula
+with ``log``, ``exp``, ``x`` and arithmetic only.
+"""
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+import torch
+
+import maxmargin as mm
+
+NAMES = sorted(mm.LOSSES)
+# margins from the moderate range to far beyond exp's overflow threshold (709.78)
+POINTS = np.r_[-1e6, -1e4, -1e3, -750.0, -700.0, -100.0, np.linspace(-30, 30, 61), -1e-9, 1e-9,
+               100.0, 700.0, 750.0, 1e3, 1e4, 1e6]
+TOO_BIG = 1e300  # exact values beyond this are not expected to be representable
+
+
+def mp_loss(name: str):
+    formula = mm.LOSSES[name].formula
+    return lambda x: eval(formula, {"__builtins__": {}}, {"log": mpmath.log, "exp": mpmath.exp, "x": x})
+
+
+def torch_loss(name: str):
+    formula = mm.LOSSES[name].formula
+    return lambda x: eval(formula, {"__builtins__": {}}, {"log": torch.log, "exp": torch.exp, "x": x})
+
+
+def exact(name: str, derivative: bool = False) -> np.ndarray:
+    """The loss (or its derivative) at POINTS in 60 digits, rounded to float64 (inf if huge)."""
+    f = mp_loss(name)
+    with mpmath.workdps(60):
+        values = [mpmath.diff(f, mpmath.mpf(x)) if derivative else f(mpmath.mpf(x)) for x in POINTS]
+        return np.array([float(v) if abs(v) < TOO_BIG else np.copysign(np.inf, float(v)) for v in values])
+
+
+def test_the_registry_is_consistent():
+    """Bug caught: a loss registered under the wrong name, or get_loss returning another entry."""
+    assert set(NAMES) >= {"logistic", "exponential", "correlation"}
+    for name, loss in mm.LOSSES.items():
+        assert loss.name == name
+        assert mm.get_loss(name) is loss and mm.get_loss(loss) is loss
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_value_matches_the_formula_in_arbitrary_precision(name):
+    """Bugs caught: a wrong value, and overflow (inf/NaN) where the true value is representable
+    (large margins of either sign), in the numpy and the torch formulas alike."""
+    loss, reference = mm.LOSSES[name], exact(name)
+    ok = np.isfinite(reference)
+    assert ok.sum() >= len(POINTS) - 8
+    with np.errstate(over="ignore"):
+        values = loss.value(POINTS)
+        torch_values = loss.torch_value(torch.tensor(POINTS)).numpy()
+    for got in (values, torch_values):
+        np.testing.assert_allclose(got[ok], reference[ok], rtol=1e-13, atol=1e-300)
+        assert not np.any(np.isnan(got))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_derivative_matches_the_formula_in_arbitrary_precision(name):
+    """Bugs caught: a wrong sign or factor in l'(x), and overflow of l' at large margins."""
+    loss, reference = mm.LOSSES[name], exact(name, derivative=True)
+    ok = np.isfinite(reference)
+    with np.errstate(over="ignore"):
+        derivatives = loss.derivative(POINTS)
+        torch_derivatives = loss.torch_derivative(torch.tensor(POINTS)).numpy()
+    for got in (derivatives, torch_derivatives):
+        np.testing.assert_allclose(got[ok], reference[ok], rtol=1e-12, atol=1e-300)
+        assert not np.any(np.isnan(got))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_derivative_is_the_autograd_derivative_of_the_value(name):
+    """The paper's loss assumption: differentiable and strictly decreasing, l' < 0; and the two
+    backends agree (the training loops use torch, the public functions numpy)."""
+    loss = mm.LOSSES[name]
+    x = torch.linspace(-30, 30, 601, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(loss.torch_value(x).sum(), x)
+    xs = x.detach()
+    np.testing.assert_allclose(loss.torch_derivative(xs).numpy(), grad.numpy(), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(loss.derivative(xs.numpy()), grad.numpy(), rtol=1e-12, atol=1e-300)
+    assert np.all(loss.derivative(xs.numpy()) < 0)
+    values = loss.value(xs.numpy())
+    assert np.all(np.diff(values) < 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_derivative_accepts_arrays_and_keeps_their_shape(name):
+    """Bug caught: a loss whose derivative ignores the shape of a (n, B) margin array."""
+    loss = mm.LOSSES[name]
+    x = np.linspace(-2, 2, 12).reshape(3, 4)
+    assert loss.value(x).shape == loss.derivative(x).shape == (3, 4)
+    t = torch.tensor(x)
+    assert loss.torch_value(t).shape == loss.torch_derivative(t).shape == (3, 4)
+
+
+# ----------------------------------------------------------------------------------------------
+# every registered loss through the model and a training loop
+# ----------------------------------------------------------------------------------------------
+
+
+def instance(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((5, 4, 3))
+    Y = rng.choice([-1.0, 1.0], size=5)
+    return X, Y, rng.standard_normal(3), rng.standard_normal((3, 3)), rng.standard_normal(3)
+
+
+def torch_risk(X, Y, v, p, W, name):
+    X, Y, v, W = torch.tensor(X), torch.tensor(Y), torch.tensor(v), torch.tensor(W)
+    s = torch.softmax(X @ (W @ p), dim=-1)
+    return torch_loss(name)(Y * (s * (X @ v)).sum(-1)).mean()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_risk_and_gradients_match_autograd_for_every_loss(name):
+    """Bugs caught: the risk or a gradient (in p, v or W) using the wrong loss derivative."""
+    X, Y, v, W, p = instance(3)
+    pt, vt, Wt = (torch.tensor(a, requires_grad=True) for a in (p, v, W))
+    X_, Y_ = torch.tensor(X), torch.tensor(Y)
+    s = torch.softmax(X_ @ (Wt @ pt), dim=-1)
+    value = torch_loss(name)(Y_ * (s * (X_ @ vt)).sum(-1)).mean()
+    value.backward()
+    assert mm.risk(X, Y, v, p, W, name) == pytest.approx(value.item(), rel=1e-12)
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W, name), pt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mm.risk_grad_v(X, Y, v, p, W, name), vt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    # the W-gradient with the shared query p: d/dW of the same risk
+    np.testing.assert_allclose(mm.risk_grad_W(X, Y, v, W, p, name), Wt.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_gd_matches_an_autograd_loop_for_every_loss(name, normalized):
+    """Bugs caught: the training engine's torch loss (or its derivative) disagreeing with the
+    loss, a wrong risk record, a wrong step."""
+    X, Y, v, W, _ = instance(4)
+    P0 = np.random.default_rng(5).standard_normal((2, 3))
+    traj = mm.gd(X, Y, v, P0, 15, 0.3, W=W, loss=name, normalized=normalized)
+    for b in range(2):
+        p = torch.tensor(P0[b], requires_grad=True)
+        for k in range(16):
+            np.testing.assert_allclose(traj.p[k, b], p.detach().numpy(), rtol=0, atol=1e-11)
+            risk = torch_risk(X, Y, v, p, W, name)
+            assert traj.loss[k, b] == pytest.approx(risk.item(), rel=1e-11)
+            (g,) = torch.autograd.grad(risk, p)
+            with torch.no_grad():
+                p -= 0.3 * (g / (g.norm() + 1e-12) if normalized else g)

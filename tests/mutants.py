@@ -1,0 +1,284 @@
+"""Mutation check: does the library test suite catch realistic bugs?
+
+Each mutant below names a file of ``lib/maxmargin/``, an exact source snippet and its
+replacement: one realistic bug (an off-by-one, a sign flip, a tolerance made absolute, a removed
+guard, a wrong axis, a transposed W, ...). The script copies ``lib/`` to a temporary directory,
+applies one mutant at a time to that copy (the real source is never modified), puts the copy
+first on PYTHONPATH and runs the library tests against it:
+
+1. the mutant's ``hint`` test files first (``pytest <hint files> -x -q -p no:cacheprovider -n 2``),
+   which kill it in seconds when they fail;
+2. if they pass, the whole ``tests/lib`` (``pytest tests/lib -x -q -p no:cacheprovider -n 2``).
+
+A mutant is *killed* when a test fails (or collection fails, or the run exceeds the timeout),
+*survived* when every test passes. The script prints a table and ``N killed, M survived``, and
+exits non-zero if any mutant survives. A snippet that is not found exactly once in its file
+stops the script before any test runs ("mutant N: snippet not found in lib/maxmargin/X.py"):
+when the library changes, re-point the mutant.
+
+Usage (from anywhere; ``make mutants`` runs the first form)::
+
+    python tests/mutants.py                 # baseline + every mutant
+    python tests/mutants.py --only 3 7      # some mutants
+    python tests/mutants.py --full          # skip the hints: the whole tests/lib per mutant
+    python tests/mutants.py --no-baseline   # skip the unmutated run
+    python tests/mutants.py --list          # list the mutants and check their snippets
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "lib"
+TESTS = ROOT / "tests" / "lib"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    file: str          # path relative to lib/maxmargin/
+    description: str
+    old: str           # exact snippet, must occur exactly once in the file
+    new: str
+    hint: tuple[str, ...] = ()  # test files (relative to tests/lib/) likely to kill it
+
+
+MUTANTS = [
+    Mutant("svm.py", "support tolerance made absolute (|g.p - b| <= tol)",
+           "return np.abs(values - target) <= tol * np.maximum(1.0, sizes * norm)",
+           "return np.abs(values - target) <= tol",
+           ("test_regressions.py",)),
+    Mutant("train.py", "underflow guard of the normalized step removed",
+           """    if bool((norm < 1e-140).any()):
+        scale = grad.abs().amax(dim=-2, keepdim=True)
+        unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
+        norm = scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True)
+""",
+           "",
+           ("test_regressions.py",)),
+    Mutant("train.py", "eps added in the wrong place: g / ||g|| + eps",
+           "return grad / (norm + eps)",
+           "return grad / norm + eps",
+           ("test_reference_joint.py",)),
+    Mutant("_kernels.py", "softmax normalized over the batch axis instead of the tokens",
+           "s /= s.sum(dim=1, keepdim=True)",
+           "s /= s.sum(dim=2, keepdim=True)",
+           ("test_model.py",)),
+    Mutant("_kernels.py", "margin computed relative to the least-attended token",
+           "top = torch.max(s, dim=1, keepdim=True).indices",
+           "top = torch.min(s, dim=1, keepdim=True).indices",
+           ("test_model.py",)),
+    Mutant("_kernels.py", "sign flip in the deviation gamma_it - z_i",
+           "centred.sub_(offset)",
+           "centred.add_(offset)",
+           ("test_model.py",)),
+    Mutant("_kernels.py", "dropped 1/n in the logit gradient",
+           "out *= (loss.torch_derivative(margin) / (n or s.shape[0]))[:, None, :]",
+           "out *= loss.torch_derivative(margin)[:, None, :]",
+           ("test_model.py",)),
+    Mutant("_kernels.py", "keys with W transposed: X W^T instead of X W",
+           "return X if W is None else X @ W",
+           "return X if W is None else X @ W.T",
+           ("test_model.py",)),
+    Mutant("train.py", "gd_stack: per-instance W transposed in the keys",
+           '"mnte,med->mntd"',
+           '"mnte,mde->mntd"',
+           ("test_reference_gd.py",)),
+    Mutant("losses.py", "sign flip in the logistic derivative (numpy)",
+           "derivative=lambda x: -expit(-x),",
+           "derivative=lambda x: -expit(x),",
+           ("test_losses.py",)),
+    Mutant("optimality.py", ">= vs >: a support token tied in score is not a violation",
+           "bad = result.support & (gamma >= selected)",
+           "bad = result.support & (gamma > selected)",
+           ("test_optimality.py",)),
+    Mutant("optimality.py", "off-by-one: tie test on the 2nd and 3rd highest scores",
+           "top = np.sort(gamma, axis=1)[:, -2:]",
+           "top = np.sort(gamma, axis=1)[:, -3:-1]",
+           ("test_optimality.py", "test_errors.py")),
+    Mutant("_least_distance.py", "multipliers: the row scaling is not undone",
+           "mu_full[rows] = mu / scale[rows]",
+           "mu_full[rows] = mu",
+           ("test_svm.py",)),
+    Mutant("svm.py", "W-SVM closed form transposed: z u^T instead of u z^T",
+           "np.outer(u, Z) / (Z @ Z)",
+           "np.outer(Z, u) / (Z @ Z)",
+           ("test_svm.py",)),
+    Mutant("svm.py", "cache/key bug: the solver registry maps 'fast' to the cvxpy solver",
+           '"fast": _solve_fast',
+           '"fast": _solve_cvxpy',
+           ("test_svm.py",)),
+    Mutant("_checks.py", "removed guard: NaN/inf tokens accepted",
+           "    return finite(X, name)\n",
+           "    return X\n",
+           ("test_errors.py",)),
+    Mutant("_checks.py", ">= vs >: a zero step size or eps accepted",
+           "if not np.isfinite(x) or x <= 0:",
+           "if not np.isfinite(x) or x < 0:",
+           ("test_errors.py",)),
+    Mutant("train.py", "removed guard: the step size of the trainers is not validated",
+           'lr = _checks.positive_float(lr, "lr")\n    offsets',
+           "lr = float(lr)\n    offsets",
+           ("test_errors.py",)),
+    Mutant("traps.py", "off-by-one: subsets S of size n - 1 are never tried",
+           "for size in range(1, n):",
+           "for size in range(1, n - 1):",
+           ("test_traps.py",)),
+    Mutant("paths.py", "regularization path keeps the worse of two candidates",
+           "return a[1] < b[1] if tie else a[0] < b[0]",
+           "return a[1] < b[1] if tie else a[0] > b[0]",
+           ("test_paths.py",)),
+    Mutant("heads.py", "sign flip in the head gradient's centring term",
+           '- s * np.einsum("bnd,bnd->bn", z, c)[..., None]',
+           '+ s * np.einsum("bnd,bnd->bn", z, c)[..., None]',
+           ("test_paths.py",)),
+    Mutant("heads.py", "key bug: in-set offset spans token differences, not key differences",
+           "rows = [K[i, t] - K[i, first[i]]",
+           "rows = [X[i, t] - X[i, first[i]]",
+           ("test_paths.py",)),
+]
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def check_snippets(mutants: list[tuple[int, Mutant]]) -> list[str]:
+    """Every snippet must occur exactly once in the real source; the problems found, if any."""
+    problems = []
+    for number, m in mutants:
+        path = LIB / "maxmargin" / m.file
+        rel = path.relative_to(ROOT)
+        if not path.exists():
+            problems.append(f"mutant {number}: file {rel} does not exist")
+            continue
+        count = path.read_text().count(m.old)
+        if count == 0:
+            problems.append(f"mutant {number}: snippet not found in {rel}: {m.old.strip()[:70]!r}")
+        elif count > 1:
+            problems.append(f"mutant {number}: snippet occurs {count} times in {rel} (make it unique)")
+        if m.old == m.new:
+            problems.append(f"mutant {number}: the replacement equals the snippet")
+        for hint in m.hint:
+            if not (TESTS / hint).exists():
+                problems.append(f"mutant {number}: hint tests/lib/{hint} does not exist")
+    return problems
+
+
+def clean_copy(tmp: Path) -> Path:
+    """A fresh copy of lib/ under tmp, without bytecode caches."""
+    target = tmp / "lib"
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(LIB, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return target
+
+
+def environment(lib_copy: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(lib_copy)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a mutant of the same size and mtime must not reuse a .pyc
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def run_pytest(targets: list[str], env: dict, cwd: Path, workers: int, timeout: float):
+    """(status, seconds, first failure line): status is 'passed', 'failed' or 'timeout'."""
+    command = [sys.executable, "-m", "pytest", *targets, "-x", "-q", "-p", "no:cacheprovider",
+               "--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml")]
+    if workers > 0:
+        command += ["-n", str(workers)]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.perf_counter() - start, f"timeout after {timeout:.0f} s"
+    seconds = time.perf_counter() - start
+    lines = (done.stdout + done.stderr).splitlines()
+    if done.returncode == 0:
+        return "passed", seconds, ""
+    if done.returncode in (1, 2):  # tests failed / collection or import error
+        first = next((line for line in lines if line.startswith(("FAILED", "ERROR"))), lines[-1] if lines else "")
+        if "tests/lib/" in first:  # FAILED ../../repo/tests/lib/test_x.py::test_y - message
+            first = first.split(" ")[0] + " " + first[first.index("tests/lib/"):]
+        return "failed", seconds, first
+    raise RuntimeError(f"pytest exited with {done.returncode} (a problem of this script?):\n"
+                       + "\n".join(lines[-30:]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", type=int, nargs="+", metavar="N", help="run only these mutants (1-based)")
+    parser.add_argument("--full", action="store_true", help="skip the hint files: whole tests/lib per mutant")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    parser.add_argument("--list", action="store_true", help="list the mutants, check their snippets, exit")
+    parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers (0: none)")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds per pytest run")
+    args = parser.parse_args()
+
+    chosen = [(i, m) for i, m in enumerate(MUTANTS, 1) if not args.only or i in args.only]
+    problems = check_snippets(chosen)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return 2
+    if args.list:
+        for i, m in chosen:
+            print(f"{i:>3}  {m.file:<20} {m.description}")
+        print(f"{len(chosen)} mutants, every snippet found exactly once")
+        return 0
+
+    total_start = time.perf_counter()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="maxmargin-mutants-") as tmpdir:
+        tmp = Path(tmpdir)
+        lib_copy = clean_copy(tmp)
+        env = environment(lib_copy)
+        where = subprocess.run([sys.executable, "-c", "import maxmargin; print(maxmargin.__file__)"],
+                               env=env, cwd=tmp, capture_output=True, text=True, check=True).stdout.strip()
+        if not where.startswith(str(lib_copy)):
+            print(f"the subprocess imports maxmargin from {where}, not from the copy {lib_copy}", file=sys.stderr)
+            return 2
+        if not args.no_baseline:
+            status, seconds, first = run_pytest([str(TESTS)], env, tmp, args.workers, args.timeout)
+            print(f"baseline (unmutated copy): {status} in {seconds:.0f} s", flush=True)
+            if status != "passed":
+                print(f"the unmutated library fails its tests ({first}); fix that first", file=sys.stderr)
+                return 2
+        for number, m in chosen:
+            lib_copy = clean_copy(tmp)
+            target = lib_copy / "maxmargin" / m.file
+            target.write_text(target.read_text().replace(m.old, m.new, 1))
+            status, seconds, first, stage = "passed", 0.0, "", ""
+            stages = [] if args.full or not m.hint else [("hint", [str(TESTS / h) for h in m.hint])]
+            stages.append(("full", [str(TESTS)]))
+            for stage, targets in stages:
+                status, took, first = run_pytest(targets, env, tmp, args.workers, args.timeout)
+                seconds += took
+                if status != "passed":
+                    break
+            verdict = "survived" if status == "passed" else "killed"
+            results.append((number, m, verdict, stage, seconds, first))
+            print(f"mutant {number:>2} {verdict:<8} ({stage}, {seconds:.0f} s) {m.file}: {m.description}"
+                  + (f"\n           by {first[:150]}" if first else ""), flush=True)
+
+    elapsed = time.perf_counter() - total_start
+    print()
+    print(f"{'#':>3}  {'file':<18} {'description':<70} {'result':<8} {'stage':<5} {'time':>5}  first failure")
+    for number, m, verdict, stage, seconds, first in results:
+        test = first.split(" ", 1)[1].split(" - ")[0].replace("tests/lib/", "") if " " in first else first
+        print(f"{number:>3}  {m.file:<18} {m.description:<70} {verdict:<8} {stage:<5} {seconds:>4.0f}s  "
+              f"{test if verdict == 'killed' else ''}")
+    killed = sum(r[2] == "killed" for r in results)
+    survived = len(results) - killed
+    print(f"\n{killed} killed, {survived} survived (total {elapsed / 60:.1f} min)")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
