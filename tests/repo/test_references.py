@@ -38,6 +38,9 @@ EXTERNAL = {
     "_static/mathjax/tex-mml-chtml.js": "_vendor/ copied into _build/html/_static/ by the build",
     "mathjax/tex-mml-chtml.js": "fetched into _vendor/ by scripts/fetch_vendor.sh",
     "index.html": "the front page of the built site, _build/html/index.html",
+    "fontawesome.js": "pydata-sphinx-theme's script, which _ext/templates/layout.html drops",
+    "scripts/fontawesome.js": "the same script, as the theme's template names it",
+    "sphinx_book_theme/layout.html": "the theme's template that _ext/templates/layout.html extends",
 }
 # Not scanned: vendored third-party text.
 SKIP = {"LICENSE-CONTENT", "tests/repo/data/cff-1.2.0.schema.json"}
