@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bookutils import ROOT, toc_docnames
 from sitebuild import build
@@ -162,6 +163,15 @@ def test_page_scripts_are_declared_once(built_html):
         assert not twice, f"{page.name}: inline scripts repeated: {twice}"
         assert 'localStorage.getItem("mode") || "auto"' in html, \
             f"{page.name}: the theme's default mode is not 'auto' (html_context.default_mode)"
+
+
+def test_repository_url_is_a_link(built_html):
+    """Where the landing page and the running appendix give the repository URL, it is a link."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    for page in ("intro.html", "chapters/appendix-running.html"):
+        html = (built_html / page).read_text()
+        article = html[html.find('<article class="bd-article"'):html.find("</article>")]
+        assert f'href="{repo}"' in article, f"{page}: the repository URL is not a link"
 
 
 def test_chapter_times_are_measured(built_html):
