@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make book   builds the site into _build/html (executing every chapter)
-#   make test   library tests, chapter execution, the -W book build, browser checks
+#   make test   repository checks, library tests, chapter execution, the -W book build, browser
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,16 +8,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 VENDOR := _vendor/.complete
 PYTEST := $(BIN)/python -m pytest
+# Optional: a pip index to install torch from before everything else, e.g. PyTorch's CPU-only
+# wheel index (`make book TORCH_INDEX_URL=...`); CI sets it so that no CUDA libraries download.
+TORCH_INDEX_URL ?=
+TORCH_PIN := $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
 
-.PHONY: book test test-lib test-chapters test-site mutants bench notebooks course clean
+.PHONY: book test test-repo test-lib test-chapters test-site mutants bench notebooks course clean
 
 # The virtual environment: created on first use, re-installed only when the pins change.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(if $(TORCH_INDEX_URL),$(BIN)/python -m pip install -q --index-url "$(TORCH_INDEX_URL)" "$(TORCH_PIN)")
 	$(BIN)/python -m pip install -q -e ".[book,test]"
 	@touch $@
 
-# Offline MathJax and widget JavaScript, fetched from the npm registry at pinned versions.
+# Offline MathJax, fetched from the npm registry at a pinned version (scripts/fetch_vendor.sh).
 $(VENDOR): scripts/fetch_vendor.sh
 	rm -f $@
 	bash scripts/fetch_vendor.sh _vendor
@@ -25,7 +30,10 @@ $(VENDOR): scripts/fetch_vendor.sh
 book: $(STAMP) $(VENDOR)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-test: test-lib test-chapters test-site
+test: test-repo test-lib test-chapters test-site
+
+test-repo: $(STAMP)
+	$(PYTEST) tests/repo -q
 
 test-lib: $(STAMP)
 	$(PYTEST) tests/lib -n 2 -q

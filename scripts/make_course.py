@@ -1,4 +1,4 @@
-"""Write course packs from the chapters: make_course.py OUTDIR [SOURCE.md ...].
+"""Write course packs from the chapters: make_course.py OUTDIR [SOURCE ...].
 
 OUTDIR/student/*.ipynb have every solution removed (exercise stubs and checks are kept);
 OUTDIR/instructor/*.ipynb are complete. Both have no outputs. By default the sources are the

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import shutil
 import sys
 import threading
 import time
@@ -30,8 +31,10 @@ def vendor() -> Path:
 
 @pytest.fixture(scope="session")
 def book_build(vendor) -> Build:
-    """The book built once per session as `make book` does, but from scratch (--all), so every
-    page is executed and every warning re-emitted; timed to _build/timings/build.json."""
+    """The book built once per session as `make book` does, but from scratch (--all, into an
+    emptied _build/html, so no file of an older build is served), so every page is executed and
+    every warning re-emitted; timed to _build/timings/build.json."""
+    shutil.rmtree(ROOT / "_build" / "html", ignore_errors=True)
     result = build(ROOT, BUILD_ARGS + ["--all"])
     timings = ROOT / "_build" / "timings"
     timings.mkdir(parents=True, exist_ok=True)
@@ -81,3 +84,19 @@ def browser():
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+_SESSION_START = time.time()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the page weights that the browser tests measured in this session."""
+    weights = ROOT / "_build" / "timings" / "page-weights.json"
+    if not weights.exists() or weights.stat().st_mtime < _SESSION_START:
+        return
+    data = json.loads(weights.read_text())
+    terminalreporter.section("page weights (the page and everything it loads)")
+    for name, row in sorted(data.items()):
+        terminalreporter.write_line(f"{row['bytes'] / 1e6:7.2f} MB  ({row.get('gzip_bytes', 0) / 1e6:4.2f} MB "
+                                    f"gzipped)  {row['files']:3d} files  {name}")
+    terminalreporter.write_line(f"written to {weights}")

@@ -1,12 +1,18 @@
 """Every page of the built site, opened in headless Chromium from a local server.
 
 Checks: HTTP 200 for the page and every asset it requests, math typeset, images loaded, no
-error output, and no console or page error beyond the known harmless ones. Full-page
-screenshots go to _build/screenshots/<page>.png (light theme) and _build/screenshots/dark/.
+error output, no console or page error (Chromium's own request for /favicon.ico aside), the page
+weight (bytes of the page and of everything it loads, written to _build/timings/page-weights.json
+and printed at the end of the session), the layout at phone width (390 px), and search snippets
+without raw TeX. Full-page screenshots go to _build/screenshots/<page>.png (light theme),
+_build/screenshots/dark/ and _build/screenshots/phone/.
 """
 from __future__ import annotations
 
+import gzip
+import json
 import re
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -14,15 +20,12 @@ from bookutils import ROOT, toc_docnames
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = ROOT / "_build" / "screenshots"
+WEIGHTS = ROOT / "_build" / "timings" / "page-weights.json"
+CHAPTER_WEIGHT_LIMIT = 3_000_000  # bytes: a chapter page and everything it loads
+PHONE = {"width": 390, "height": 844}
 
-# Console and page errors that appear even when everything renders (toolchain-notes section 6).
-ALLOWED_ERRORS = [
-    re.compile(r"Identifier 'THEBE_JS_URL' has already been declared"),  # sphinx-thebe, twice
-    re.compile(r"Got invalid theme mode"),                               # pydata-sphinx-theme
-    re.compile(r"reading 'Queue'"),       # html-manager calls MathJax 2 on widget pages
-    re.compile(r"strict mode: "),         # ajv schema warnings on widget pages
-    re.compile(r"Failed to load resource: .* 404 .*/favicon\.ico"),
-]
+# The book has no favicon; Chromium asks for one anyway. Nothing else may fail or log an error.
+ALLOWED_ERRORS = [re.compile(r"Failed to load resource: .* 404 .*/favicon\.ico")]
 ALLOWED_MISSING = re.compile(r"/favicon\.ico$")
 
 WAIT_FOR_MATH = """async () => {
@@ -44,23 +47,82 @@ OUTPUTS = """() => Array.from(document.querySelectorAll(
   .map(n => ({kind: n.className, text: n.innerText}))"""
 
 
+# At phone width: does the page itself scroll sideways, which tables are wider than the page
+# without a box of their own that scrolls, and how tall the wide figures are drawn.
+PHONE_LAYOUT = """() => {
+  const width = document.documentElement.clientWidth;
+  const scrolls = (el) => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const boxed = (el) => {
+    for (let p = el.parentElement; p && p !== document.body; p = p.parentElement)
+      if (scrolls(p)) return p.clientWidth <= width;
+    return false;
+  };
+  const main = document.querySelector('main') || document.body;
+  return {
+    width,
+    pageWidth: document.documentElement.scrollWidth,
+    tables: Array.from(main.querySelectorAll('table'))
+      .filter(t => t.getBoundingClientRect().width > width - 32 && !boxed(t))
+      .map(t => t.innerText.slice(0, 60)),
+    figures: Array.from(main.querySelectorAll('img.wide-figure'))
+      .map(img => ({height: img.getBoundingClientRect().height, boxed: boxed(img),
+                    src: img.getAttribute('src')})),
+  };
+}"""
+# Sphinx shows the results one by one, each with its snippet, then "Search finished, ...".
+SEARCH_SNIPPETS = """async () => {
+  for (let i = 0; i < 300; i++) {
+    const status = document.querySelector('#search-results .search-summary');
+    if (status && /finished/.test(status.innerText))
+      return Array.from(document.querySelectorAll('#search-results li p.context'))
+        .map(p => p.innerText);
+    await new Promise(r => setTimeout(r, 100));
+  }
+  return [];
+}"""
+
+
 def screenshot_path(docname: str, scheme: str):
     folder = SCREENSHOTS if scheme == "light" else SCREENSHOTS / scheme
     folder.mkdir(parents=True, exist_ok=True)
     return folder / (docname.replace("/", "__") + ".png")
 
 
+def record_weight(docname: str, urls: set[str], site_url: str, built_html) -> int:
+    """Bytes of the files behind ``urls`` (the page and all it loaded), recorded in WEIGHTS with
+    the number of files and the gzip size (what a server that compresses, as GitHub Pages does,
+    would transfer)."""
+    total, compressed, files = 0, 0, 0
+    for url in urls:
+        if not url.startswith(site_url):
+            continue
+        path = built_html / unquote(urlsplit(url).path).lstrip("/")
+        if path.is_dir():
+            path = path / "index.html"
+        if path.is_file():
+            data = path.read_bytes()
+            total += len(data)
+            compressed += len(gzip.compress(data, compresslevel=6, mtime=0))
+            files += 1
+    WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
+    data[docname] = {"bytes": total, "gzip_bytes": compressed, "files": files}
+    WEIGHTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    return total
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("docname", toc_docnames())
-def test_page_renders(docname, scheme, browser, site_url):
+def test_page_renders(docname, scheme, browser, site_url, built_html):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
     page = context.new_page()
-    errors, failed = [], []
+    errors, failed, loaded = [], [], set()
     page.on("console", lambda m: m.type == "error" and errors.append(
         f"console: {m.text} {m.location.get('url', '')}"))
     page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
     page.on("requestfailed", lambda r: failed.append((r.url, r.failure)))
     page.on("response", lambda r: r.status >= 400 and failed.append((r.url, f"HTTP {r.status}")))
+    page.on("requestfinished", lambda r: loaded.add(r.url.split("?")[0].split("#")[0]))
     try:
         response = page.goto(f"{site_url}/{docname}.html", wait_until="load")
         assert response is not None and response.status == 200, f"{docname}: page not served"
@@ -79,6 +141,8 @@ def test_page_renders(docname, scheme, browser, site_url):
                        if "stderr" not in o["kind"] or re.search(r"Traceback|Error", o["text"])]
         assert not bad_outputs, f"{docname}: error outputs in the page:\n" + "\n".join(bad_outputs)
 
+        if scheme == "light":
+            weight = record_weight(docname, loaded, site_url, built_html)
         page.screenshot(path=str(screenshot_path(docname, scheme)), full_page=True)
     finally:
         context.close()
@@ -86,3 +150,49 @@ def test_page_renders(docname, scheme, browser, site_url):
     assert not unexpected, f"{docname}: unexpected browser errors:\n" + "\n".join(unexpected)
     failed = [f"{url}: {why}" for url, why in failed if not ALLOWED_MISSING.search(url)]
     assert not failed, f"{docname}: requests that failed:\n" + "\n".join(failed)
+    if scheme == "light" and docname.startswith("chapters/0"):
+        assert weight < CHAPTER_WEIGHT_LIMIT, (
+            f"{docname} weighs {weight / 1e6:.2f} MB with everything it loads "
+            f"(limit {CHAPTER_WEIGHT_LIMIT / 1e6:.0f} MB)")
+
+
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_phone_width(docname, browser, site_url):
+    """At 390 px the page does not scroll sideways, wide tables scroll in their own box, and
+    multi-panel figures keep a legible height in a box of their own that scrolls sideways."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
+                                  device_scale_factor=2)
+    page = context.new_page()
+    try:
+        page.goto(f"{site_url}/{docname}.html", wait_until="load")
+        page.evaluate(WAIT_FOR_MATH)
+        page.wait_for_load_state("networkidle")
+        layout = page.evaluate(PHONE_LAYOUT)
+        page.screenshot(path=str(screenshot_path(docname, "phone")), full_page=True)
+    finally:
+        context.close()
+    assert layout["pageWidth"] <= layout["width"] + 1, \
+        f"{docname}: the page is {layout['pageWidth']} px wide at {layout['width']} px"
+    assert not layout["tables"], f"{docname}: tables wider than the page, not in a scrolling box: " \
+        f"{layout['tables']}"
+    small = [f for f in layout["figures"] if f["height"] < 250 or not f["boxed"]]
+    assert not small, f"{docname}: multi-panel figures too small or not in a scrolling box: {small}"
+
+
+def test_search_snippets_have_no_raw_tex(browser, site_url):
+    """Search results show math in their snippets as text, without TeX delimiters."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    snippets = []
+    try:
+        for query in ("softmax", "margin"):
+            page.goto(f"{site_url}/search.html?q={query}", wait_until="load")
+            snippets += page.evaluate(SEARCH_SNIPPETS)
+        converted = page.evaluate("(tex) => window.bookTexToText(tex)",
+                                  r"\(\lVert p \rVert \ge 1\)")
+    finally:
+        context.close()
+    assert len(snippets) >= 5, f"too few search results to check: {snippets}"
+    raw = [s for s in snippets if re.search(r"\\[()\[\]]|\$\$", s)]
+    assert not raw, "search snippets with raw TeX delimiters:\n" + "\n".join(raw)
+    assert converted == "‖p‖ ≥ 1", converted

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bookutils import ROOT, toc_docnames
 from sitebuild import build
@@ -26,33 +27,78 @@ kernelspec:
 EXTERNAL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=\"(https?://[^\"]+)\"", re.I)
 
 
-def tiny_book(folder: Path, page: str) -> Path:
-    """A one-page book in ``folder`` with the project's _config.yml and ``page`` as its root."""
+def tiny_book(folder: Path, page: str, docname: str = "page", timeout: int | None = None) -> Path:
+    """A one-page book in ``folder`` with the project's _config.yml (and its extension) and
+    ``page`` as its root document ``docname``; ``timeout`` replaces the per-cell timeout."""
     folder.mkdir(parents=True)
-    for name in ("_config.yml", "references.bib"):
-        shutil.copy(ROOT / name, folder / name)
-    (folder / "_vendor").symlink_to(ROOT / "_vendor")
-    (folder / "_toc.yml").write_text("format: jb-book\nroot: page\n")
-    (folder / "page.md").write_text(page)
+    config = (ROOT / "_config.yml").read_text()
+    if timeout is not None:
+        config, count = re.subn(r"^(  timeout:) \d+", rf"\1 {timeout}", config, flags=re.M)
+        assert count == 1, "_config.yml has no `execute: timeout:` line"
+    (folder / "_config.yml").write_text(config)
+    shutil.copy(ROOT / "references.bib", folder / "references.bib")
+    for name in ("_vendor", "_ext"):
+        (folder / name).symlink_to(ROOT / name)
+    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: {docname}\n")
+    (folder / f"{docname}.md").parent.mkdir(parents=True, exist_ok=True)
+    (folder / f"{docname}.md").write_text(page)
     return folder
 
 
 def test_book_builds_cleanly(book_build):
-    """`jupyter-book build . -W -n --keep-going` succeeds with no warning at all."""
+    """`jupyter-book build . -W -n --keep-going` succeeds with no warning at all, and the log has
+    no kernel chatter that a reader would take for an error."""
     warnings = book_build.warnings()
     assert not warnings, "the build warned:\n" + "\n".join(warnings)
     assert book_build.rc == 0, f"build failed (rc {book_build.rc}):\n{book_build.output[-5000:]}"
+    noise = [line for line in book_build.output.splitlines()
+             if re.search(r"IPKernelApp|Debugger warning|frozen modules|ERROR|Traceback", line)]
+    assert not noise, "the build log has alarming lines:\n" + "\n".join(noise)
+    assert not (book_build.html / "reports").exists() or not any(
+        (book_build.html / "reports").rglob("*.err.log")), "a clean build left failure reports"
 
 
-def test_failing_cell_fails_the_build(tmp_path, vendor):
-    """A cell that raises fails the build, with -W and (through raise_on_error) without it."""
-    cell = '```{code-cell} ipython3\nraise ValueError("injected failure")\n```\n'
-    book = tiny_book(tmp_path / "book", NOTEBOOK_HEADER + "\n# Failing\n\n" + cell)
-    strict = build(book)
-    assert strict.rc != 0, "the -W build of a book with a failing cell succeeded"
-    assert "injected failure" in strict.output, strict.output[-3000:]
-    lenient = build(book, args=[])
-    assert lenient.rc != 0, "raise_on_error is off: without -W a failing cell only warns"
+# Three ways a chapter fails: a cell raises, a check's assertion fails, a cell exceeds the timeout.
+FAILING_CELLS = {
+    "raises": ("```{code-cell} ipython3\nvalues = [1.0, 2.0]\n"
+               "raise ValueError(f\"injected failure after {len(values)} values\")\n```\n",
+               "ValueError: injected failure after 2 values"),
+    "check": ("```{code-cell} ipython3\n:tags: [check]\nmargin = 0.5\n"
+              "assert margin >= 1, f\"margin = {margin:.2f} < 1\"\n```\n",
+              "AssertionError: margin = 0.50 < 1"),
+    "timeout": ("```{code-cell} ipython3\nimport time\n\ntime.sleep(60)  # longer than the timeout\n"
+                "```\n", "exceeded the execution timeout of 3 s"),
+}
+
+
+@pytest.mark.parametrize("kind", FAILING_CELLS)
+def test_failing_chapter_is_reported(kind, tmp_path, vendor):
+    """The build of a chapter with a failing cell, a failing check or a cell over the timeout
+    exits non-zero and ends with the chapter, the cell's source and the error, which it also
+    writes to _build/html/reports/ (where chapters/appendix-running.md says)."""
+    cell, error = FAILING_CELLS[kind]
+    docname = f"chapters/09-failing-{kind}"
+    page = NOTEBOOK_HEADER + f"\n# Failing ({kind})\n\n```{{code-cell}} ipython3\nx = 1\n```\n\n" + cell
+    book = tiny_book(tmp_path / "book", page, docname=docname,
+                     timeout=3 if kind == "timeout" else None)
+    result = build(book)
+    assert result.rc != 0, f"the build of a chapter whose cell {kind} succeeded"
+    tail = "\n".join(result.output.splitlines()[-20:])
+    assert f"{docname}.md" in tail, f"the last 20 lines do not name the chapter:\n{tail}"
+    assert error in tail, f"the last 20 lines do not give the error {error!r}:\n{tail}"
+    end = result.output[result.output.rfind("a chapter failed to execute"):]
+    first_line = cell.splitlines()[2 if kind == "check" else 1]
+    assert first_line in end, f"the summary does not show the cell's source:\n{end}"
+    if kind != "timeout":
+        assert "Traceback" in end and "Cell In[2]" in end, f"no kernel traceback:\n{end}"
+    report = book / "_build" / "html" / "reports" / f"{docname}.err.log"
+    assert report.is_file(), f"no report at {report.relative_to(book)}"
+    text = report.read_text()
+    assert f"{docname}.md" in text and first_line in text and error in text, text
+    assert "\x1b[" not in text, "the report keeps terminal colour codes"
+    if kind == "raises":
+        lenient = build(book, args=[])
+        assert lenient.rc != 0, "without -W a failing chapter must still fail the build"
 
 
 def test_conventions_sample_builds(tmp_path, vendor):
@@ -63,10 +109,11 @@ def test_conventions_sample_builds(tmp_path, vendor):
 
 
 def contributing_page() -> str:
-    """The ````md snippets of CONTRIBUTING.md in order, as one page ({doc} links unlinked)."""
+    """The ````md snippets of CONTRIBUTING.md in order, as one page ({doc} and {ref} links to
+    pages of the book unlinked)."""
     text = (ROOT / "CONTRIBUTING.md").read_text()
     page = "\n\n".join(re.findall(r"^````md\n(.*?)^````$", text, re.S | re.M))
-    return re.sub(r"\{doc\}`([^`]+)`", r"`\1`", page)
+    return re.sub(r"\{(?:doc|ref)\}`([^`]+)`", r"`\1`", page)
 
 
 def test_contributing_snippets_build(tmp_path, vendor):
@@ -85,15 +132,61 @@ def test_every_toc_page_has_html(built_html):
 
 
 def test_site_is_offline(built_html):
-    """No page loads a script or stylesheet from the network; MathJax and require.js are local."""
+    """No page loads a script or stylesheet from the network; MathJax is local."""
     external = {f"{page.relative_to(built_html)}: {url}" for page in built_html.rglob("*.html")
                 for url in EXTERNAL.findall(page.read_text())}
     assert not external, "external assets:\n" + "\n".join(sorted(external))
-    for asset in ("mathjax/tex-mml-chtml.js", "require.js", "require-config.js",
-                  "html-manager/embed-amd.js"):
-        assert (built_html / "_static" / asset).is_file(), f"_static/{asset} was not copied"
+    assert (built_html / "_static" / "mathjax" / "tex-mml-chtml.js").is_file(), \
+        "_static/mathjax/tex-mml-chtml.js was not copied"
     intro = (built_html / "intro.html").read_text()
     assert 'src="_static/mathjax/tex-mml-chtml.js' in intro
+
+
+def test_no_widget_javascript(built_html):
+    """No page embeds widget state, so no widget JavaScript is loaded or shipped (it was a
+    7.5 MB html-manager copy that no page used)."""
+    pages = [page for page in built_html.rglob("*.html")
+             if "application/vnd.jupyter.widget" in page.read_text()]
+    assert not pages, f"pages with widget state (they would need widget JavaScript): {pages}"
+    shipped = [p for p in ("html-manager", "require.js", "require-config.js")
+               if (built_html / "_static" / p).exists()]
+    assert not shipped, f"widget JavaScript shipped in _static/: {shipped}"
+
+
+def test_page_scripts_are_declared_once(built_html):
+    """Each inline script once per page (sphinx-thebe's `const THEBE_JS_URL` was declared twice,
+    a console error), and the theme's colour mode defaults to a valid value ("auto")."""
+    for page in [built_html / "intro.html", *sorted((built_html / "chapters").glob("*.html"))]:
+        html = page.read_text()
+        inline = re.findall(r"<script>(.*?)</script>", html, re.S)
+        twice = sorted({body for body in inline if inline.count(body) > 1})
+        assert not twice, f"{page.name}: inline scripts repeated: {twice}"
+        assert 'localStorage.getItem("mode") || "auto"' in html, \
+            f"{page.name}: the theme's default mode is not 'auto' (html_context.default_mode)"
+
+
+def test_repository_url_is_a_link(built_html):
+    """Where the landing page and the running appendix give the repository URL, it is a link."""
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    for page in ("intro.html", "chapters/appendix-running.html"):
+        html = (built_html / page).read_text()
+        article = html[html.find('<article class="bd-article"'):html.find("</article>")]
+        assert f'href="{repo}"' in article, f"{page}: the repository URL is not a link"
+
+
+def test_chapter_times_are_measured(built_html):
+    """The running appendix shows each chapter's execution time, measured by this build."""
+    html = (built_html / "chapters" / "appendix-running.html").read_text()
+    start = html.find('class="chapter-times')
+    assert start >= 0, "no chapter-times table in the running appendix"
+    table = html[start:html.find("</table>", start)]
+    for docname in toc_docnames():
+        if docname.startswith("chapters/0"):
+            page = docname.split("/")[-1] + ".html"
+            row = re.search(r"<tr[^>]*>(?:(?!</tr>).)*?" + re.escape(page) + r".*?</tr>", table, re.S)
+            assert row, f"no execution-time row for {docname}"
+            assert re.search(r"<td><p>\d+\.\d</p></td>\s*<td><p>ran</p></td>", row.group(0)), \
+                row.group(0)
 
 
 def test_no_static_folder_in_book_root():
