@@ -13,7 +13,7 @@ first on PYTHONPATH and runs the library tests against it:
 A mutant is *killed* when a test fails (or collection fails, or the run exceeds the timeout),
 *survived* when every test passes. The script prints a table and ``N killed, M survived``, and
 exits non-zero if any mutant survives. A snippet that is not found exactly once in its file
-stops the script before any test runs ("mutant N: snippet not found in lib/maxmargin/X.py"):
+stops the script before any test runs ("mutant N: snippet not found in lib/maxmargin/<file>"):
 when the library changes, re-point the mutant.
 
 Usage (from anywhere; ``make mutants`` runs the first form)::
@@ -205,7 +205,7 @@ def run_pytest(targets: list[str], env: dict, cwd: Path, workers: int, timeout: 
         return "passed", seconds, ""
     if done.returncode in (1, 2):  # tests failed / collection or import error
         first = next((line for line in lines if line.startswith(("FAILED", "ERROR"))), lines[-1] if lines else "")
-        if "tests/lib/" in first:  # FAILED ../../repo/tests/lib/test_x.py::test_y - message
+        if "tests/lib/" in first:  # "FAILED <copy>/tests/lib/<file>::<test> - message"
             first = first.split(" ")[0] + " " + first[first.index("tests/lib/"):]
         return "failed", seconds, first
     raise RuntimeError(f"pytest exited with {done.returncode} (a problem of this script?):\n"

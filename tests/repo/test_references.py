@@ -84,6 +84,7 @@ def references(text: str, top_folders: set[str]) -> set[str]:
 
 def ignored(paths: list[str]) -> set[str]:
     """The paths that git ignores (build products, environments), existing or not."""
+    paths = [p for p in paths if not p.startswith(("../", "/"))]  # git refuses outside paths
     if not paths:
         return set()
     proc = subprocess.run(GIT + ["check-ignore", "--no-index", "--stdin"], input="\n".join(paths),
