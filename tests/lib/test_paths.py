@@ -133,7 +133,7 @@ def fig2_path():
 
 
 def test_fig2_path_reference_numbers(fig2_path):
-    """paper-notes C8: cos increasing, >= 0.985 at R = 4 and >= 0.999 at R = 16."""
+    """Reproduction table, regularization-path row: cos increasing, >= 0.985 at R = 4 and >= 0.999 at R = 16."""
     inst, path = fig2_path
     cos = path.cosine(mm.att_svm(inst.X, inst.optimal, inst.W).p)
     assert np.all(np.diff(cos) > 0)

@@ -134,14 +134,15 @@ def test_no_dangling_references():
 
 
 def test_the_scan_finds_dangling_references(tmp_path):
-    """The scanner is not blind: the stale references this test was written for are found."""
-    text = ("Tolerances from `paper-notes.md` section 5; see DESIGN.md section 6 and\n"
-            "toolchain-notes section 8. `tests/test_environment.py` checks the pins;\n"
+    """The scanner is not blind: references of the kinds this test was written for (a notes
+    file, a design file, a notes section and a moved test, none in the repository) are found."""
+    text = ("Tolerances from `missing-notes.md` section 5; see PLAN.md section 6 and\n"
+            "setup-notes section 8. `tests/test_environment.py` checks the pins;\n"
             "`tests/lib/test_environment.py` and CONTRIBUTING.md exist.\n"
             "# see lib/maxmargin/no_such_module.py\n")
     top = {"tests", "lib", "chapters"}
     refs = references(text, top)
     names = {part for f in repository_files() for part in Path(f).parts}
     bad = {r for r in refs if not resolves(r, "README.md", names)}
-    assert bad == {"paper-notes.md", "DESIGN.md", "toolchain-notes", "tests/test_environment.py",
+    assert bad == {"missing-notes.md", "PLAN.md", "setup-notes", "tests/test_environment.py",
                    "lib/maxmargin/no_such_module.py"}, bad
