@@ -1,0 +1,711 @@
+"""Plain Jupyter notebooks from the book's MyST Markdown chapters (no MyST needed to read them).
+
+`make notebooks` (scripts/make_notebooks.py) and the course packs build on three functions:
+
+* :func:`glue_values` -- the glued values of a chapter, from its executed build;
+* :func:`plain_notebook` -- MyST markdown cells turned into plain Markdown, cell by cell;
+* :func:`install_cell` -- the guarded first code cell that installs the library when missing.
+
+What each MyST construct becomes is listed in CONTRIBUTING.md ("Notebook export"). A construct
+that the converter does not know raises ``ValueError`` naming it and its page: the export never
+leaves MyST syntax behind silently.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import nbformat
+import yaml
+
+from bookutils import ROOT, read_notebook, source_path, toc_docnames
+
+# ----------------------------------------------------------------------------- glue values
+
+GLUE_MIME = "application/papermill.record/"
+
+
+def _docname(source: Path, root: Path = ROOT) -> str:
+    return Path(source).resolve().relative_to(root.resolve()).with_suffix("").as_posix()
+
+
+def harvest_glue(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """The values glued in an executed notebook: key -> text/plain, as myst-nb stores them."""
+    values = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None and "text/plain" in output.get("data", {}):
+                values[name] = output["data"]["text/plain"]
+    return values
+
+
+def _build_glue(source: Path, root: Path) -> Path:
+    return root / "_build" / "jupyter_execute" / f"{_docname(source, root)}.glue.json"
+
+
+def glue_values(source: Path, *, root: Path = ROOT, timeout: int = 300) -> dict[str, object]:
+    """The glued values of a chapter: key -> the text/plain string that myst-nb formats.
+
+    From the executed build (``_build/jupyter_execute/<docname>.glue.json``, which myst-nb
+    writes) when that file is newer than the source: the exported prose then shows exactly the
+    numbers of the site. Otherwise the chapter is executed once with nbclient, in a temporary
+    folder (the build cache is absent on a fresh clone and on Binder, and a stale one would
+    show numbers the code no longer computes).
+    """
+    source = Path(source).resolve()
+    cached = _build_glue(source, root)
+    if cached.exists() and cached.stat().st_mtime >= source.stat().st_mtime:
+        data = json.loads(cached.read_text())
+        return {key: out["data"]["text/plain"] for key, out in data.items()
+                if "text/plain" in out.get("data", {})}
+    from nbclient import NotebookClient
+
+    nb = read_notebook(source)
+    with tempfile.TemporaryDirectory(prefix="glue-") as folder:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": folder}}).execute()
+    return harvest_glue(nb)
+
+
+def format_glue(text: str, fmt: str) -> str:
+    """Format a glued text/plain value with a format spec exactly as ``{glue:text}`` does."""
+    from myst_nb.core.variables import format_plain_text
+
+    return format_plain_text(text, fmt)
+
+
+# ----------------------------------------------------------------------------- book index
+
+PROOF_KINDS = {
+    "axiom", "theorem", "lemma", "definition", "remark", "conjecture", "corollary",
+    "algorithm", "criterion", "example", "property", "observation", "proposition",
+    "assumption", "notation",
+}
+ADMONITIONS = {
+    "admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",
+    "danger", "error", "seealso", "margin", "sidebar", "dropdown", "topic",
+}
+DROPPED = {"bibliography", "chapter-times", "toctree", "tableofcontents", "exercise-end",
+           "solution-end"}
+
+
+@dataclass
+class Target:
+    """Something a reference can point to: its page, its displayed name, its kind."""
+
+    docname: str
+    title: str = ""
+    number: str = ""       # "3.1" for numbered boxes, equations and figures
+    kind: str = ""         # "theorem", "equation", "figure", "exercise", "section", "page"
+
+
+_OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,}|:{3,})\{(?P<name>[\w:-]+)\}"
+                   r"[ \t]*(?P<arg>.*?)\s*$")
+_CODE_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+_LABEL_LINE = re.compile(r"^\(([\w:.-]+)\)=\s*$")
+_MATH_LABEL = re.compile(r"^(?P<pre>.*?)\$\$\s*\((?P<label>[\w:.-]+)\)\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+def _split_directive(lines: list[str], i: int):
+    """The directive opened at ``lines[i]``: (name, arg, options, body lines, next index)."""
+    m = _OPEN.match(lines[i])
+    fence = m["fence"]
+    j = i + 1
+    nested = 0
+    while j < len(lines):
+        stripped = lines[j].strip()
+        inner = _OPEN.match(lines[j]) or _CODE_FENCE.match(lines[j])
+        if inner and stripped != fence and inner["fence"][0] == fence[0] and (
+                _OPEN.match(lines[j]) or inner["info"].strip()):
+            nested += 1           # a nested fence of the same character, with a name or info
+        elif stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+            if nested == 0:
+                break
+            nested -= 1
+        j += 1
+    if j >= len(lines):
+        raise ValueError(f"unclosed directive {{{m['name']}}} opened by {lines[i]!r}")
+    body = lines[i + 1:j]
+    options: dict = {}
+    if body and body[0].strip() == "---":
+        end = next(k for k in range(1, len(body)) if body[k].strip() == "---")
+        options = dict(yaml.safe_load("\n".join(body[1:end])) or {})
+        body = body[end + 1:]
+    else:
+        while body and re.match(r"^\s*:[\w-]+:", body[0]):
+            key, _, value = body[0].strip()[1:].partition(":")
+            options[key] = value.strip()
+            body = body[1:]
+    return m["name"], m["arg"], options, body, j + 1
+
+
+def _chapter_numbers(root: Path) -> dict[str, str]:
+    """Docname -> chapter number for the pages of numbered toc parts ('3' for the third)."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    numbers: dict[str, str] = {}
+    for part in toc.get("parts", []):
+        if part.get("numbered"):
+            for k, entry in enumerate(part.get("chapters", []), start=len(numbers) + 1):
+                numbers[entry["file"]] = str(k)
+    return numbers
+
+
+class BookIndex:
+    """Titles, numbers and labels of every page of the toc, for references across pages.
+
+    Numbers follow the site: per page and per kind, prefixed with the chapter number
+    ("Definition 3.1", equation "(3.1)", "Fig. 3.1", "Exercise 3.1"); boxes with
+    ``:nonumber:`` have none.
+    """
+
+    def __init__(self, root: Path = ROOT):
+        self.root = root
+        self.chapter = _chapter_numbers(root)
+        self.labels: dict[str, Target] = {}
+        self.pages: dict[str, Target] = {}
+        config = yaml.safe_load((root / "_config.yml").read_text())
+        self.repo_url = config["repository"]["url"].rstrip("/")
+        self.branch = config["repository"].get("branch", "main")
+        for docname in toc_docnames(root):
+            self.add_page(docname, source_path(docname, root).read_text(encoding="utf8"))
+
+    def number(self, docname: str, counters: dict[str, int], kind: str) -> str:
+        counters[kind] = counters.get(kind, 0) + 1
+        prefix = self.chapter.get(docname)
+        return f"{prefix}.{counters[kind]}" if prefix else str(counters[kind])
+
+    def add_page(self, docname: str, text: str) -> None:
+        """Index one page's title, labels, numbered boxes, equations and figures."""
+        lines = text.splitlines()
+        counters: dict[str, int] = {}
+        page = Target(docname, kind="page")
+        self.pages[docname] = page
+        pending_label = None
+        i = 0
+        if lines and lines[0].strip() == "---":
+            i = lines.index("---", 1) + 1
+        while i < len(lines):
+            line = lines[i]
+            heading = _HEADING.match(line)
+            if heading and not page.title:
+                page.title = heading[2]
+            if heading and pending_label:
+                self.labels[pending_label] = Target(docname, heading[2], kind="section")
+                pending_label = None
+            label = _LABEL_LINE.match(line)
+            if label:
+                pending_label = label[1]
+            math = _MATH_LABEL.match(line)
+            if math:
+                self.labels[math["label"]] = Target(
+                    docname, number=self.number(docname, counters, "equation"), kind="equation")
+            opened = _OPEN.match(line)
+            if opened:
+                name, arg, options, _, after = _split_directive(lines, i)
+                if name == "code-cell":
+                    fig = _figure_options(options)
+                    if fig is not None:
+                        number = self.number(docname, counters, "figure")
+                        if fig.get("name"):
+                            self.labels[fig["name"]] = Target(
+                                docname, fig.get("caption", ""), number, "figure")
+                    i = after
+                    continue
+                kind = name.removeprefix("prf:")
+                if name.startswith("prf:") and kind in PROOF_KINDS or name in (
+                        "exercise", "exercise-start"):
+                    kind = "exercise" if name.startswith("exercise") else kind
+                    number = "" if "nonumber" in options else self.number(
+                        docname, counters, kind)
+                    if options.get("label"):
+                        self.labels[options["label"]] = Target(docname, arg, number, kind)
+                if name in ("figure", "glue:figure") and options.get("name"):
+                    self.labels[options["name"]] = Target(
+                        docname, "", self.number(docname, counters, "figure"), "figure")
+                if name in ("code-cell", "code-block", "code", "math"):
+                    i = after
+                    continue
+            i += 1
+
+    def link(self, docname: str, from_doc: str, notebook_map: dict[str, str] | None) -> str:
+        """Where a reader of ``from_doc``'s notebook finds ``docname``: the sibling notebook,
+        else the page's source in the repository."""
+        if notebook_map is not None and docname in notebook_map:
+            return notebook_map[docname]
+        if notebook_map is None and docname in self.exported:
+            return f"{PurePosixPath(docname).name}.ipynb"
+        suffix = source_path(docname, self.root).suffix
+        return f"{self.repo_url}/blob/{self.branch}/{docname}{suffix}"
+
+    @property
+    def exported(self) -> set[str]:
+        """Docnames of the pages exported as notebooks (the toc pages that are notebooks)."""
+        from bookutils import is_notebook
+
+        return {d for d in self.pages if is_notebook(source_path(d, self.root))}
+
+
+def _figure_options(options: dict) -> dict | None:
+    """The ``mystnb: figure:`` options of a code cell's yaml header (None if not a figure)."""
+    mystnb = options.get("mystnb")
+    if isinstance(mystnb, dict) and isinstance(mystnb.get("figure"), dict):
+        return mystnb["figure"]
+    return None
+
+
+_INDEX_CACHE: dict[Path, BookIndex] = {}
+
+
+def book_index(root: Path = ROOT) -> BookIndex:
+    """The :class:`BookIndex` of ``root`` (built once per process)."""
+    if root not in _INDEX_CACHE:
+        _INDEX_CACHE[root] = BookIndex(root)
+    return _INDEX_CACHE[root]
+
+
+# ----------------------------------------------------------------------------- bibliography
+
+def read_bib(path: Path) -> dict[str, dict[str, str]]:
+    """Entries of a BibTeX file: key -> fields (lower-case names, braces removed)."""
+    text = path.read_text(encoding="utf8")
+    entries = {}
+    for m in re.finditer(r"@(\w+)\s*\{\s*([^,\s]+)\s*,", text):
+        depth, j = 1, m.end()
+        while depth and j < len(text):
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        body = text[m.end():j - 1]
+        fields = {"type": m[1].lower()}
+        for f in re.finditer(r"(\w+)\s*=\s*", body):
+            k = f.end()
+            if body[k] == "{":
+                depth, end = 1, k + 1
+                while depth:
+                    depth += {"{": 1, "}": -1}.get(body[end], 0)
+                    end += 1
+                value = body[k + 1:end - 1]
+            else:
+                value = re.match(r'"([^"]*)"|([^,\s]+)', body[k:]).group(0).strip('"')
+            fields[f[1].lower()] = re.sub(r"\s+", " ", value.replace("{", "").replace("}", ""))
+        entries[m[2]] = fields
+    return entries
+
+
+def _surnames(entry: dict[str, str]) -> list[str]:
+    return [a.split(",")[0].strip() if "," in a else a.split()[-1]
+            for a in entry.get("author", "Anonymous").split(" and ")]
+
+
+def cite_labels(bib: dict[str, dict[str, str]]) -> dict[str, tuple[str, str]]:
+    """Key -> (authors, year) for author-year citations; equal labels get 2023a, 2023b."""
+    base = {}
+    for key, entry in bib.items():
+        names = _surnames(entry)
+        authors = (names[0] if len(names) == 1 else f"{names[0]} and {names[1]}"
+                   if len(names) == 2 else f"{names[0]} et al.")
+        base[key] = (authors, entry.get("year", "n.d."))
+    labels = {}
+    for key, (authors, year) in base.items():
+        same = [k for k, v in base.items() if v == (authors, year)]
+        suffix = "abcdefghijklmnopqrstuvwxyz"[same.index(key)] if len(same) > 1 else ""
+        labels[key] = (authors, year + suffix)
+    return labels
+
+
+def reference_entry(key: str, entry: dict[str, str], label: tuple[str, str]) -> str:
+    """One line of the reference list, in Markdown."""
+    authors = ", ".join(a.strip() if "," not in a else
+                        " ".join(reversed([p.strip() for p in a.split(",", 1)]))
+                        for a in entry.get("author", "").split(" and "))
+    venue = entry.get("booktitle") or entry.get("journal") or (
+        f"arXiv:{entry['eprint']}" if entry.get("eprint") else "")
+    parts = [f"**[{label[0]} {label[1]}]** {authors}.", f"*{entry.get('title', key)}*."]
+    if venue:
+        parts.append(f"{venue}, {entry.get('year', '')}.")
+    if entry.get("url"):
+        parts.append(f"<{entry['url']}>")
+    return " ".join(parts)
+
+
+# ----------------------------------------------------------------------------- conversion
+
+_ROLE = re.compile(r"\{(?P<name>[\w:+-]+)\}`(?P<content>[^`]*)`")
+_EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
+
+
+class ExportError(ValueError):
+    """A MyST construct the export cannot convert (the message names it and the page)."""
+
+
+class _Converter:
+    """Converts the markdown cells of one page; collects the citations it met."""
+
+    def __init__(self, docname: str, values: dict, notebook_map, root: Path):
+        self.docname = docname
+        self.values = values
+        self.notebook_map = notebook_map
+        self.index = book_index(root)
+        self.root = root
+        self.bib = read_bib(root / "references.bib") if (root / "references.bib").exists() else {}
+        self.cite = cite_labels(self.bib)
+        self.cited: list[str] = []
+        self.used_glue: dict[str, str] = {}   # key -> the text shown
+
+    def fail(self, what: str) -> ExportError:
+        return ExportError(f"{self.docname}: cannot export {what}")
+
+    # --- inline roles
+    def roles(self, text: str) -> str:
+        return _ROLE.sub(self.role, text)
+
+    def _explicit(self, content: str) -> tuple[str, str]:
+        m = _EXPLICIT.match(content)
+        return (m["text"], m["target"].strip()) if m else ("", content.strip())
+
+    def _href(self, docname: str) -> str:
+        return self.index.link(docname, self.docname, self.notebook_map)
+
+    def _resolve_doc(self, target: str) -> str:
+        target = target.removesuffix(".md").removesuffix(".ipynb")
+        if target.startswith("/"):
+            return target[1:]
+        base = PurePosixPath(self.docname).parent
+        return os.path.normpath(str(base / target)).replace(os.sep, "/")
+
+    def _anchor(self, target: Target, text: str) -> str:
+        if target.docname == self.docname:
+            return text
+        return f"[{text}]({self._href(target.docname)})"
+
+    def role(self, m: re.Match) -> str:
+        name, content = m["name"], m["content"]
+        if name in ("glue", "glue:", "glue:text"):
+            return self.glue(content, name)
+        if name == "doc":
+            text, target = self._explicit(content)
+            docname = self._resolve_doc(target)
+            if docname not in self.index.pages:
+                raise self.fail(f"{{doc}}`{content}`: no page {docname!r} in the toc")
+            return f"[{text or self.index.pages[docname].title}]({self._href(docname)})"
+        if name in ("ref", "numref", "eq", "prf:ref"):
+            text, label = self._explicit(content)
+            target = self.index.labels.get(label)
+            if target is None:
+                raise self.fail(f"{{{name}}}`{content}`: unknown label {label!r}")
+            if name == "eq":
+                return self._anchor(target, f"({target.number})")
+            if name == "numref":
+                shown = f"Fig. {target.number}" if not text else text.replace(
+                    "%s", target.number).replace("{number}", target.number).replace(
+                    "{name}", target.title)
+                return self._anchor(target, shown)
+            if name == "ref":
+                return self._anchor(target, text or target.title or label)
+            if text:
+                return self._anchor(target, text)
+            kind = target.kind.capitalize()
+            head = f"{kind} {target.number}" if target.number else kind
+            return self._anchor(target, f"{head} ({target.title})" if target.title else head)
+        if name in ("cite", "cite:p", "cite:t", "cite:ps", "cite:ts"):
+            keys = [k.strip() for k in content.split(",") if k.strip()]
+            missing = [k for k in keys if k not in self.cite]
+            if missing:
+                raise self.fail(f"{{{name}}}`{content}`: no entry {missing} in references.bib")
+            for key in keys:
+                if key not in self.cited:
+                    self.cited.append(key)
+            if name.startswith("cite:t"):
+                return "; ".join(f"{self.cite[k][0]} [{self.cite[k][1]}]" for k in keys)
+            return "[" + "; ".join(" ".join(self.cite[k]) for k in keys) + "]"
+        if name == "math":
+            return f"${content}$"
+        if name in ("sub", "subscript"):
+            return f"<sub>{content}</sub>"
+        if name in ("sup", "superscript"):
+            return f"<sup>{content}</sup>"
+        if name in ("abbr", "term", "kbd", "code", "samp", "file", "command", "program"):
+            return f"`{self._explicit(content)[0] or content}`" if name != "abbr" else content
+        raise self.fail(f"the role {{{name}}}`{content}`")
+
+    def glue(self, content: str, role: str) -> str:
+        key, fmt = (content.rsplit(":", 1) + [""])[:2] if ":" in content.replace("::", "") \
+            else (content, "")
+        if "::" in content:          # a value of another page: path.md::key:fmt
+            doc, rest = content.split("::", 1)
+            key, fmt = rest.rsplit(":", 1) if ":" in rest else (rest, "")
+            lookup = f"{self._resolve_doc(doc)}::{key}"
+        else:
+            lookup = key
+        if lookup not in self.values:
+            raise self.fail(f"{{{role}}}`{content}`: no glued value {lookup!r} (execute the "
+                            "chapter, or pass the values of the pages it quotes)")
+        text = format_glue(str(self.values[lookup]), fmt if role == "glue:text" else "")
+        self.used_glue[lookup] = text
+        return text
+
+    # --- blocks
+    def convert(self, source: str) -> str:
+        lines = source.splitlines()
+        out: list[str] = []
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            stripped = line.strip()
+            if _OPEN.match(line):
+                name, arg, options, body, i = _split_directive(lines, i)
+                out += self.directive(name, arg, options, body)
+                continue
+            fence = _CODE_FENCE.match(line)
+            if fence:                          # a plain code block: copied as it is
+                j = i + 1
+                while j < len(lines) and not (lines[j].strip().startswith(fence["fence"]) and
+                                              set(lines[j].strip()) == {fence["fence"][0]}):
+                    j += 1
+                out += lines[i:j + 1]
+                i = j + 1
+                continue
+            if _LABEL_LINE.match(stripped) or stripped.startswith("%") or stripped == "+++":
+                i += 1                         # targets, comments, cell breaks
+                continue
+            if stripped.startswith("$$") and (stripped == "$$" or _MATH_LABEL.match(line)
+                                              or not stripped.endswith("$$") or
+                                              len(stripped) == 2):
+                j = i + 1 if stripped == "$$" or not stripped.endswith("$$") else i
+                if stripped == "$$" or not stripped.endswith("$$"):
+                    while j < len(lines) and "$$" not in lines[j]:
+                        j += 1
+                out += self.display_math(lines[i:j + 1])
+                i = j + 1
+                continue
+            math = _MATH_LABEL.match(line)
+            if math:                            # a one-line block ending in $$ (label)
+                out += self.display_math([line])
+                i += 1
+                continue
+            out.append(self.roles(line))
+            i += 1
+        return "\n".join(out)
+
+    def display_math(self, block: list[str]) -> list[str]:
+        """A ``$$ ... $$ (label)`` block: the label becomes ``\\tag{number}``."""
+        last = block[-1]
+        m = _MATH_LABEL.match(last)
+        if not m:
+            return block
+        target = self.index.labels.get(m["label"])
+        number = target.number if target else ""
+        body = "\n".join(block)
+        tagged = (f"\\tag{{{number}}}" if number and "\\begin{align" not in body
+                  and "\\tag" not in body else "")
+        head = m["pre"].rstrip()
+        return block[:-1] + ([head] if head.strip() else []) + [tagged, "$$"] if tagged else \
+            block[:-1] + ([head] if head.strip() else []) + ["$$"]
+
+    def boxed(self, title: str, body: list[str]) -> list[str]:
+        """A bold title line and the body as a blockquote (math kept on one line)."""
+        inner = _flatten_math(self.convert("\n".join(body)).strip("\n"))
+        quoted = [f"> {line}" if line.strip() else ">" for line in inner.splitlines()]
+        return [f"**{self.roles(title)}**", ""] + quoted + [""] if quoted else \
+            [f"**{self.roles(title)}**", ""]
+
+    def directive(self, name: str, arg: str, options: dict, body: list[str]) -> list[str]:
+        label = options.get("label", "")
+        if name.startswith("prf:"):
+            kind = name.removeprefix("prf:")
+            if kind == "proof":
+                return self.boxed("Proof." if not arg else f"Proof ({arg}).", body + ["", "∎"])
+            if kind not in PROOF_KINDS:
+                raise self.fail(f"the directive {{{name}}}")
+            target = self.index.labels.get(label) if label else None
+            number = target.number if target and target.docname == self.docname else ""
+            head = kind.capitalize() + (f" {number}" if number else "")
+            return self.boxed(f"{head} ({arg})." if arg else f"{head}.", body)
+        if name in ADMONITIONS:
+            title = arg or (name.capitalize() if name not in ("margin", "sidebar") else "")
+            if name == "seealso":
+                title = arg or "See also"
+            return self.boxed(title, body) if title else self.boxed("Note", body)
+        if name in ("exercise", "exercise-start"):
+            target = self.index.labels.get(label) if label else None
+            number = f" {target.number}" if target and target.number else ""
+            heading = f"### Exercise{number}" + (f": {self.roles(arg)}" if arg else "")
+            return [heading, ""] + self.convert("\n".join(body)).splitlines() + [""]
+        if name in ("solution", "solution-start"):
+            target = self.index.labels.get(arg.strip())
+            number = f" {target.number}" if target and target.number else ""
+            return [f"#### Solution to Exercise{number}", ""] + \
+                self.convert("\n".join(body)).splitlines() + [""]
+        if name in DROPPED:
+            return []
+        if name == "math":
+            number = self.index.labels[label].number if label in self.index.labels else ""
+            tag = [f"\\tag{{{number}}}"] if number else []
+            return ["$$"] + body + tag + ["$$", ""]
+        if name in ("code-block", "code", "sourcecode"):
+            return ["```" + arg] + body + ["```"]
+        if name == "figure":
+            caption = self.convert("\n".join(body)).strip()
+            alt = options.get("alt", caption.splitlines()[0] if caption else "figure")
+            return [f"![{alt}]({arg})", "", f"*{caption}*" if caption else "", ""]
+        if name == "glue:figure":
+            caption = self.convert("\n".join(body)).strip()
+            return [f"*{caption}* (the figure is the output of the cell that glues "
+                    f"`{arg}`: run it)", ""]
+        if name == "epigraph" or name == "pull-quote":
+            return self.boxed("", body)[2:]
+        raise self.fail(f"the directive {{{name}}} (add it to scripts/export.py)")
+
+
+def _flatten_math(text: str) -> str:
+    """Join the lines of every ``$...$`` and ``$$...$$`` span, so that a blockquote's ``> ``
+    never lands inside math (JupyterLab would typeset it)."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            j = text.find("$$", i + 2)
+            if j < 0:
+                break
+            out.append("$$" + " ".join(p.strip() for p in text[i + 2:j].splitlines()
+                                         if p.strip() and not p.strip().startswith("%"))
+                       + "$$")
+            i = j + 2
+        elif text[i] == "$" and (i == 0 or text[i - 1] != "\\"):
+            j = i + 1
+            while j < len(text) and not (text[j] == "$" and text[j - 1] != "\\"):
+                j += 1
+            if j >= len(text):
+                break
+            out.append(" ".join(text[i:j + 1].split("\n")))
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    out.append(text[i:])
+    return "".join(out)
+
+
+def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
+                   notebook_dir_map: dict[str, str] | None = None,
+                   root: Path = ROOT) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose markdown cells are plain Markdown (no MyST).
+
+    ``nb``: a notebook as :func:`bookutils.read_notebook` reads a page; ``docname``: its page
+    (``"chapters/03-gd-to-svm"``); ``values``: its glued values (:func:`glue_values`), plus
+    ``"<docname>::<key>"`` entries for values quoted from other pages;
+    ``notebook_dir_map``: docname -> link to that page's notebook, relative to this one
+    (default: ``<stem>.ipynb`` for every exported page; pages not in the map link to their
+    source in the repository). Cells keep their order, type, metadata and code; a markdown
+    cell stays one cell. A figure code cell is followed by a new markdown cell with its number
+    and caption, and the citations become a last markdown cell with the reference list.
+    Raises :class:`ExportError` (a ``ValueError``) on a construct it cannot convert or a
+    glued value missing from ``values``.
+    """
+    conv = _Converter(docname, values, notebook_dir_map, root)
+    new = copy.deepcopy(nb)
+    cells = []
+    figures = 0
+    for cell in new.cells:
+        if cell.cell_type == "markdown":
+            cell.source = _tidy(conv.convert(cell.source))
+            if not cell.source.strip():
+                cell.source = ""
+        cells.append(cell)
+        if cell.cell_type == "code":
+            figure = _figure_options({"mystnb": cell.metadata.get("mystnb")})
+            if figure is not None:
+                figures += 1
+                prefix = conv.index.chapter.get(docname)
+                number = f"{prefix}.{figures}" if prefix else str(figures)
+                caption = _flatten_math(conv.convert(str(figure.get("caption", ""))).strip())
+                cells.append(nbformat.v4.new_markdown_cell(
+                    f"**Fig. {number}.** {caption}".strip(),
+                    metadata={"export": {"figure_caption": figure.get("name", "")}}))
+    if conv.cited:
+        items = [f"- {reference_entry(k, conv.bib[k], conv.cite[k])}" for k in conv.cited]
+        cells.append(nbformat.v4.new_markdown_cell("## References\n\n" + "\n".join(items),
+                                                   metadata={"export": {"references": True}}))
+    new.cells = cells
+    new.metadata.setdefault("export", {})["glue"] = conv.used_glue
+    return new
+
+
+def _tidy(text: str) -> str:
+    """At most one blank line in a row, none at the ends."""
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+# ----------------------------------------------------------------------------- install cell
+
+COLAB_MODULES = {"myst-nb": "myst_nb", "cvxpy": "cvxpy", "clarabel": "clarabel",
+                 "jupytext": "jupytext", "ipywidgets": "ipywidgets", "numpy": "numpy",
+                 "scipy": "scipy", "torch": "torch", "matplotlib": "matplotlib"}
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def read_config(root: Path = ROOT) -> dict:
+    """What the install cell needs: the repository URL and branch (``_config.yml``), the
+    runtime pins (``pyproject.toml``)."""
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    pins = dict(req.split("==", 1) for req in project["dependencies"])
+    return {"repo_url": config["repository"]["url"].rstrip("/"),
+            "branch": config["repository"].get("branch", "main"),
+            "pins": pins, "name": project["name"]}
+
+
+def install_cell(config: dict) -> nbformat.NotebookNode:
+    """The first code cell: installs the library when ``import maxmargin`` fails, else nothing.
+
+    ``config`` is :func:`read_config`'s dict. On Colab the library is installed without its
+    dependencies, and only the missing ones are added at our pins: Colab's own numpy, scipy,
+    matplotlib and torch stay (our exact torch pin would replace Colab's CUDA build with a
+    2.7 GB download and force a restart). Elsewhere on Linux, the CPU-only PyTorch wheel is
+    installed first, then the library with its pins.
+    """
+    url = f"git+{config['repo_url']}@{config['branch']}"
+    spec = f"{config['name']} @ {url}"
+    wanted = "".join(f'            "{name}=={config["pins"][name]}": "{COLAB_MODULES[name]}",\n'
+                     for name in config["pins"] if name in COLAB_MODULES)
+    torch = f"torch=={config['pins']['torch']}"
+    source = f'''\
+# Installs the book's library when it is missing (Colab, a plain Jupyter); does nothing
+# where it is installed (a clone of the repository, Binder).
+import importlib.util
+import sys
+
+if importlib.util.find_spec("maxmargin") is None:
+    if "google.colab" in sys.modules:  # keep Colab's numpy, torch...; add what is missing
+        wanted = {{
+{wanted}        }}
+        missing = " ".join(spec for spec, module in wanted.items()
+                           if importlib.util.find_spec(module) is None)
+        %pip install -q --no-deps "{spec}"
+        if missing:
+            %pip install -q {{missing}}
+    else:
+        if sys.platform == "linux":  # the CPU-only PyTorch (no 2.7 GB CUDA download)
+            %pip install -q "{torch}" --index-url {CPU_INDEX}
+        %pip install -q "{spec}"'''
+    return nbformat.v4.new_code_cell(source, metadata={"export": {"install": True},
+                                                       "tags": ["install"]})
+
+
+def export_notebook(source: Path, values: dict, *, config: dict | None = None,
+                    notebook_dir_map: dict[str, str] | None = None,
+                    root: Path = ROOT) -> nbformat.NotebookNode:
+    """The plain notebook of one page: install cell first, markdown converted, no outputs."""
+    from bookutils import clean_for_export
+
+    nb = read_notebook(source)
+    plain = plain_notebook(nb, _docname(source, root), values,
+                           notebook_dir_map=notebook_dir_map, root=root)
+    plain.cells.insert(0, install_cell(config or read_config(root)))
+    return clean_for_export(plain)
