@@ -40,9 +40,11 @@ def harvest_glue(nb: nbformat.NotebookNode) -> dict[str, str]:
     values = {}
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
-            if name is not None and "text/plain" in output.get("data", {}):
-                values[name] = output["data"]["text/plain"]
+            scrapbook = output.get("metadata", {}).get("scrapbook", {})
+            data = output.get("data", {})
+            plain = scrapbook.get("mime_prefix", GLUE_MIME) + "text/plain"
+            if "name" in scrapbook and (plain in data or "text/plain" in data):
+                values[scrapbook["name"]] = data.get(plain, data.get("text/plain"))
     return values
 
 
@@ -381,9 +383,15 @@ class _Converter:
         return os.path.normpath(str(base / target)).replace(os.sep, "/")
 
     def _anchor(self, target: Target, text: str) -> str:
-        if target.docname == self.docname:
-            return text
-        return f"[{text}]({self._href(target.docname)})"
+        """``text``, linked to the target's notebook or page (to the heading of a section)."""
+        href = "" if target.docname == self.docname else self._href(target.docname)
+        if target.kind == "section":
+            if href.startswith("http"):   # GitHub's heading anchors
+                slug = re.sub(r"[^\w\- ]", "", target.title.lower()).replace(" ", "-")
+            else:                         # JupyterLab's heading anchors
+                slug = target.title.replace(" ", "-")
+            href += "#" + slug
+        return f"[{text}]({href})" if href else text
 
     def role(self, m: re.Match) -> str:
         name, content = m["name"], m["content"]
@@ -436,62 +444,64 @@ class _Converter:
         raise self.fail(f"the role {{{name}}}`{content}`")
 
     def glue(self, content: str, role: str) -> str:
-        key, fmt = (content.rsplit(":", 1) + [""])[:2] if ":" in content.replace("::", "") \
-            else (content, "")
-        if "::" in content:          # a value of another page: path.md::key:fmt
-            doc, rest = content.split("::", 1)
-            key, fmt = rest.rsplit(":", 1) if ":" in rest else (rest, "")
-            lookup = f"{self._resolve_doc(doc)}::{key}"
-        else:
-            lookup = key
+        """A glued value, formatted as myst-nb does: ``[page.md::]key[:format]``."""
+        doc, _, rest = content.rpartition("::")
+        key, fmt = rest.rsplit(":", 1) if role == "glue:text" and ":" in rest else (rest, "")
+        lookup = f"{self._resolve_doc(doc)}::{key}" if doc else key
         if lookup not in self.values:
             raise self.fail(f"{{{role}}}`{content}`: no glued value {lookup!r} (execute the "
                             "chapter, or pass the values of the pages it quotes)")
-        text = format_glue(str(self.values[lookup]), fmt if role == "glue:text" else "")
+        text = format_glue(str(self.values[lookup]), fmt)
         self.used_glue[lookup] = text
         return text
 
     # --- blocks
     def convert(self, source: str) -> str:
+        """Plain Markdown of a MyST source (a cell, or the body of a directive)."""
         lines = source.splitlines()
         out: list[str] = []
+        prose: list[str] = []      # plain lines, converted together (a role may wrap lines)
+
+        def flush() -> None:
+            if prose:
+                out.extend(self.roles("\n".join(prose)).split("\n"))
+                prose.clear()
+
         i = 0
         while i < len(lines):
             line = lines[i]
             stripped = line.strip()
             if _OPEN.match(line):
+                flush()
                 name, arg, options, body, i = _split_directive(lines, i)
-                out += self.directive(name, arg, options, body)
+                out.extend(self.directive(name, arg, options, body))
                 continue
             fence = _CODE_FENCE.match(line)
             if fence:                          # a plain code block: copied as it is
+                flush()
                 j = i + 1
                 while j < len(lines) and not (lines[j].strip().startswith(fence["fence"]) and
                                               set(lines[j].strip()) == {fence["fence"][0]}):
                     j += 1
-                out += lines[i:j + 1]
+                out.extend(lines[i:j + 1])
                 i = j + 1
                 continue
             if _LABEL_LINE.match(stripped) or stripped.startswith("%") or stripped == "+++":
                 i += 1                         # targets, comments, cell breaks
                 continue
-            if stripped.startswith("$$") and (stripped == "$$" or _MATH_LABEL.match(line)
-                                              or not stripped.endswith("$$") or
-                                              len(stripped) == 2):
-                j = i + 1 if stripped == "$$" or not stripped.endswith("$$") else i
-                if stripped == "$$" or not stripped.endswith("$$"):
+            if stripped.startswith("$$"):
+                flush()
+                j = i
+                if stripped == "$$" or "$$" not in stripped[2:]:
+                    j = i + 1
                     while j < len(lines) and "$$" not in lines[j]:
                         j += 1
-                out += self.display_math(lines[i:j + 1])
+                out.extend(self.display_math(lines[i:j + 1]))
                 i = j + 1
                 continue
-            math = _MATH_LABEL.match(line)
-            if math:                            # a one-line block ending in $$ (label)
-                out += self.display_math([line])
-                i += 1
-                continue
-            out.append(self.roles(line))
+            prose.append(line)
             i += 1
+        flush()
         return "\n".join(out)
 
     def display_math(self, block: list[str]) -> list[str]:
@@ -603,7 +613,8 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     ``notebook_dir_map``: docname -> link to that page's notebook, relative to this one
     (default: ``<stem>.ipynb`` for every exported page; pages not in the map link to their
     source in the repository). Cells keep their order, type, metadata and code; a markdown
-    cell stays one cell. A figure code cell is followed by a new markdown cell with its number
+    cell stays one cell (dropped only when nothing is left of it and it has no metadata).
+    A figure code cell is followed by a new markdown cell with its number
     and caption, and the citations become a last markdown cell with the reference list.
     Raises :class:`ExportError` (a ``ValueError``) on a construct it cannot convert or a
     glued value missing from ``values``.
@@ -615,8 +626,8 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     for cell in new.cells:
         if cell.cell_type == "markdown":
             cell.source = _tidy(conv.convert(cell.source))
-            if not cell.source.strip():
-                cell.source = ""
+            if not cell.source.strip() and not cell.metadata:
+                continue          # a cell that held only gates, targets or comments
         cells.append(cell)
         if cell.cell_type == "code":
             figure = _figure_options({"mystnb": cell.metadata.get("mystnb")})
