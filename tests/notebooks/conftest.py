@@ -1,0 +1,5 @@
+"""Notebook export tests: the scripts folder on the path (as the site tests do)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))

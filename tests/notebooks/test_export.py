@@ -1,0 +1,225 @@
+"""The MyST-to-Markdown conversion on a small book that uses every construct it supports
+(tests/notebooks/data/minibook), against Markdown written out by hand."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import export
+from bookutils import ROOT, read_notebook
+from residue import residue
+
+MINI = Path(__file__).parent / "data" / "minibook"
+VALUES = {"01-x": "0.123456", "01-n": "12345"}
+
+
+def convert(doc: str, values: dict) -> nbformat.NotebookNode:
+    return export.plain_notebook(read_notebook(MINI / f"{doc}.md"), doc, values, root=MINI)
+
+
+def markdown(nb) -> str:
+    return "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+@pytest.fixture(scope="module")
+def first():
+    return convert("chapters/01-first", VALUES)
+
+
+def test_cells_keep_order_type_metadata_and_code(first):
+    """Code cells are never merged, split or edited, and keep their metadata (the course
+    packs add nbgrader metadata before converting)."""
+    source = read_notebook(MINI / "chapters/01-first.md")
+    code_in = [(c.source, c.metadata) for c in source.cells if c.cell_type == "code"]
+    code_out = [(c.source, c.metadata) for c in first.cells if c.cell_type == "code"]
+    assert code_out == code_in
+    tagged = source.cells[1]
+    tagged.metadata["nbgrader"] = {"grade": True, "points": 2}
+    out = export.plain_notebook(source, "chapters/01-first", VALUES, root=MINI)
+    assert out.cells[1].metadata["nbgrader"] == {"grade": True, "points": 2}
+    assert source.cells[0].source.startswith("# The first chapter\n\n:::{admonition}"), \
+        "the input notebook must not be modified"
+
+
+def test_every_construct_becomes_plain_markdown(first):
+    text = markdown(first)
+    expected = [
+        # admonition: a bold title and a blockquote; {doc} a link to the sibling notebook;
+        # {ref} to a page that is not a notebook: its source in the repository, at the heading
+        "**In this chapter**\n\n> - **Prerequisites** [The second chapter](02-second.ipynb), "
+        "[the times](https://github.com/example/minibook/blob/trunk/chapters/appendix-notes.md"
+        "#times-of-the-chapters).",
+        # citations: author-year labels, two 2020 papers of Smith et al. kept apart
+        "> - **Paper** [Smith et al. 2020a], and [Smith et al. 2020b; Lone 2019].",
+        # numbered box, per-chapter numbering; labelled equation -> \tag, math on one line
+        "**Definition 1.1 (A thing).**\n\n> A thing is $x$ with\n>\n> $$x = 1 \\tag{1.1}$$",
+        # :nonumber: box; {prf:ref} without text: kind, number and title; inline math joined
+        "**Theorem (Big result).**\n\n> Under Definition 1.1 (A thing), $x$ is\n> $a + b$.",
+        "**Proof.**\n\n> Obvious from (1.1).\n>\n> ∎",
+        "**Remark 1.1 (On things).**\n\n> See the big result.",
+        # glue formats as myst-nb applies them; {cite:t}; {math}
+        "The value is 0.123, the count 12,345, raw 0.123456;\nLone [2019] showed it; "
+        "$\\alpha$ is inline.",
+        "**Fig. 1.1.** A figure with $x$.",
+        "Fig. 1.1 and Figure 1.1 show it; see [Definitions](#Definitions).",
+        "**Warning**\n\n> Careful with (1.1).",
+        "**More**\n\n> Hidden text.",
+        "### Exercise 1.1: Compute it\n\nWrite `f`.",
+        "#### Solution to Exercise 1.1\n\nReturn one.",
+        "```python\n# a plain code block keeps its {doc}`syntax`\n```",
+        "## References\n\n- **[Smith et al. 2020a]** Ann Smith, Bob Jones, Cy Lee. *A First "
+        "Paper*. Proceedings of Something, 2020. <https://example.org/first>\n"
+        "- **[Smith et al. 2020b]** Ann Smith, Dee Park, Eve Kim. *A Second Paper*. "
+        "arXiv:2001.00001, 2020.\n- **[Lone 2019]** Al Lone. *Alone*. Journal of Tests, 2019.",
+    ]
+    for piece in expected:
+        assert piece in text, f"missing from the export:\n{piece}\n--- export:\n{text}"
+    assert "a comment the reader never sees" not in text
+    assert "(sec-first-def)=" not in text
+    assert residue(text) == []
+    assert first.cells[-1].metadata["export"] == {"references": True}
+
+
+def test_glue_formats_match_python_format():
+    """myst-nb formats the glued text/plain with format(value, spec): so must the export."""
+    for text, spec, value in [("0.123456", ".3f", 0.123456), ("12345", ",d", 12345),
+                              ("2.5e-07", ".2e", 2.5e-07), ("0.9506866084794551", ".4f",
+                                                            0.9506866084794551),
+                              ("'abc'", "s", "abc"), ("7", ".1%", 7)]:
+        assert export.format_glue(text, spec) == format(value, spec)
+
+
+def test_references_across_pages_link_the_sibling_notebook():
+    text = markdown(convert("chapters/02-second",
+                            {"chapters/01-first::01-x": "0.123456"}))
+    assert ("As [Definition 1.1 (A thing)](01-first.ipynb) in [The first chapter]"
+            "(01-first.ipynb) and [(1.1)](01-first.ipynb) there; [Fig. 1.1](01-first.ipynb)."
+            "\nQuoted: 0.12.") in text
+    assert "**Definition 2.1 (Other).**" in text
+    intro = markdown(convert("intro", {}))
+    assert ("Start with [The first chapter](01-first.ipynb), or "
+            "[the second one](02-second.ipynb).") in intro
+    mapped = markdown(export.plain_notebook(
+        read_notebook(MINI / "intro.md"), "intro", {}, root=MINI,
+        notebook_dir_map={"chapters/01-first": "pack/first.ipynb"}))
+    assert "[The first chapter](pack/first.ipynb)" in mapped
+    assert "[the second one](https://github.com/example/minibook/blob/trunk/chapters/" \
+           "02-second.md)" in mapped, "a page outside the map links to its source"
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("```{unknown-directive}\nx\n```", "{unknown-directive}"),
+    ("{glue:text}`missing-key:.2f`", "'missing-key'"),
+    ("{prf:ref}`no-such-label`", "'no-such-label'"),
+    ("{doc}`no-such-page`", "'chapters/no-such-page'"),
+    ("{cite}`nobody2000`", "nobody2000"),
+    ("{unknownrole}`x`", "{unknownrole}"),
+])
+def test_unknown_constructs_fail_loudly(bad, message):
+    """Never a silent MyST leftover: an unsupported construct or a missing value is a
+    ValueError that names it and the page."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(bad)])
+    with pytest.raises(ValueError, match=r"chapters/01-first: cannot export .*") as info:
+        export.plain_notebook(nb, "chapters/01-first", VALUES, root=MINI)
+    assert message in str(info.value)
+
+
+# ----------------------------------------------------------------------------- install cell
+
+class FakeShell:
+    """Records the %pip lines an install cell runs, expanded as IPython expands them."""
+
+    def __init__(self):
+        self.lines = []
+
+    def run_line_magic(self, name, line):
+        scope = sys._getframe(1).f_locals
+        self.lines.append(f"%{name} " + line.format(**scope))
+
+
+def run_install_cell(monkeypatch, *, installed: bool, colab: bool, platform: str,
+                     present=("numpy", "scipy", "torch", "matplotlib", "ipywidgets")):
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    cell = export.install_cell(export.read_config(ROOT))
+    code = TransformerManager().transform_cell(cell.source)
+    real = importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name == "maxmargin":
+            return object() if installed else None
+        if name in export.COLAB_MODULES.values():
+            return object() if name in present else None
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(sys, "platform", platform)
+    if colab:
+        monkeypatch.setitem(sys.modules, "google.colab", object())
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    shell = FakeShell()
+    exec(code, {"get_ipython": lambda: shell})
+    return shell.lines
+
+
+def test_install_cell_is_guarded(monkeypatch):
+    """Inside the repository or Binder (library importable) the cell installs nothing."""
+    assert run_install_cell(monkeypatch, installed=True, colab=False, platform="linux") == []
+    assert run_install_cell(monkeypatch, installed=True, colab=True, platform="linux") == []
+
+
+def test_install_cell_on_linux_takes_the_cpu_wheel_first(monkeypatch):
+    config = export.read_config(ROOT)
+    spec = f'"maxmargin @ git+{config["repo_url"]}@{config["branch"]}"'
+    lines = run_install_cell(monkeypatch, installed=False, colab=False, platform="linux")
+    assert lines == [
+        f'%pip install -q "torch=={config["pins"]["torch"]}" --index-url '
+        "https://download.pytorch.org/whl/cpu",
+        f"%pip install -q {spec}"]
+    assert run_install_cell(monkeypatch, installed=False, colab=False,
+                            platform="darwin") == [f"%pip install -q {spec}"]
+
+
+def test_install_cell_on_colab_keeps_colab_packages(monkeypatch):
+    """Colab: the library without dependencies, then only the missing ones at our pins."""
+    config = export.read_config(ROOT)
+    lines = run_install_cell(monkeypatch, installed=False, colab=True, platform="linux")
+    pins = config["pins"]
+    assert lines[0] == (f'%pip install -q --no-deps "maxmargin @ git+{config["repo_url"]}'
+                        f'@{config["branch"]}"')
+    assert lines[1] == ("%pip install -q " + " ".join(
+        f"{name}=={pins[name]}" for name in pins
+        if name in ("cvxpy", "clarabel", "jupytext", "myst-nb")))
+    assert "torch" not in lines[1] and "numpy" not in lines[1]
+
+
+def test_install_cell_reads_the_repository_url_from_config():
+    """The URL is the one of _config.yml (set once there), the pins those of pyproject.toml."""
+    import tomllib
+
+    import yaml
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    source = export.install_cell(export.read_config(ROOT)).source
+    assert f"git+{url}@" in source
+    torch = [d for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "dependencies"] if d.startswith("torch==")][0]
+    assert f'"{torch}"' in source
+
+
+def test_make_notebooks_writes_valid_notebooks(tmp_path):
+    """The command line on the landing page (the smallest notebook page): one install cell
+    first, no outputs, no MyST, valid nbformat."""
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_notebooks.py"), str(tmp_path),
+                    str(ROOT / "intro.md")], check=True, capture_output=True, text=True)
+    nb = nbformat.read(tmp_path / "intro.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert nb.cells[0].metadata["export"] == {"install": True}
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    assert residue(markdown(nb)) == []
