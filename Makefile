@@ -10,10 +10,16 @@ VENDOR := _vendor/.complete
 PYTEST := $(BIN)/python -m pytest
 # Optional: a pip index to install torch from before everything else, e.g. PyTorch's CPU-only
 # wheel index (`make book TORCH_INDEX_URL=...`); CI sets it so that no CUDA libraries download.
+# CPU_ONLY=1 is the short form for PyTorch's CPU-only index (Linux: a 0.19 GB torch wheel
+# instead of 2.7 GB of CUDA wheels; the measurements are in chapters/appendix-running.md).
 TORCH_INDEX_URL ?=
+PYTORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+ifeq ($(CPU_ONLY),1)
+TORCH_INDEX_URL := $(PYTORCH_CPU_INDEX)
+endif
 TORCH_PIN := $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
 
-.PHONY: book test test-repo test-lib test-chapters test-site mutants bench notebooks course clean
+.PHONY: book test test-repo test-lib test-chapters test-notebooks test-site mutants bench notebooks course clean
 
 # The virtual environment: created on first use, re-installed only when the pins change.
 $(STAMP): pyproject.toml
@@ -30,7 +36,7 @@ $(VENDOR): scripts/fetch_vendor.sh
 book: $(STAMP) $(VENDOR)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 
-test: test-repo test-lib test-chapters test-site
+test: test-repo test-lib test-chapters test-notebooks test-site
 
 test-repo: $(STAMP)
 	$(PYTEST) tests/repo -q
@@ -40,6 +46,10 @@ test-lib: $(STAMP)
 
 test-chapters: $(STAMP)
 	$(PYTEST) tests/chapters -n 2 -q
+
+# The exported notebooks (scripts/export.py): conversion, no MyST, each run outside the repository.
+test-notebooks: $(STAMP)
+	$(PYTEST) tests/notebooks -n 2 -q
 
 test-site: $(STAMP) $(VENDOR)
 	$(PYTEST) tests/site -q
@@ -53,7 +63,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gd.py
 	$(BIN)/python benchmarks/bench_svm.py
 
+# Plain notebooks (no MyST) with the numbers of the last build, or of one execution per chapter.
 notebooks: $(STAMP)
+	rm -rf notebooks
 	$(BIN)/python scripts/make_notebooks.py notebooks
 
 course: $(STAMP)

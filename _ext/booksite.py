@@ -27,6 +27,11 @@ What it does, and why:
   stored as 256-colour palettes (matplotlib's line plots use a few thousand anti-aliasing
   shades; the palette version looks the same and is about a third of the size). Together they
   keep every chapter page, with everything it loads, under 3 MB (tests/site/test_browser.py).
+* **Binder opens a plain notebook.** The launch button of sphinx-book-theme opens the page's
+  source, a MyST Markdown file that JupyterLab shows as raw MyST (or, with jupytext, as a
+  notebook whose prose is full of `{glue:text}` placeholders). On Binder, `postBuild` exports
+  every notebook page to `notebooks/<name>.ipynb` (scripts/make_notebooks.py: plain Markdown,
+  numbers filled in), and the Binder and JupyterHub launch URLs are pointed at that file.
 * **Phone-width layout and search snippets.** `booksite.css` (all pages) lets wide figures keep
   a legible height at phone width and scroll sideways in their own box; `search-snippets.js`
   (search page) shows math in search results as text instead of raw TeX delimiters.
@@ -366,6 +371,28 @@ def _palette_images(app: Sphinx, exception: Exception | None) -> None:
             path.write_bytes(buffer.getvalue())
 
 
+# ----------------------------------------------------------------------------- launch buttons
+
+NOTEBOOK_DIR = "notebooks"   # where postBuild writes the exported notebooks, from the repo root
+
+
+def exported_notebook(pagename: str) -> str:
+    """The exported notebook of a page, relative to the repository root (see postBuild)."""
+    return f"{NOTEBOOK_DIR}/{pagename.rsplit('/', 1)[-1]}.ipynb"
+
+
+def _launch_exported_notebooks(app, pagename, templatename, context, doctree) -> None:
+    """Point the Binder and JupyterHub launch URLs of a page at its exported notebook."""
+    source = Path(app.env.doc2path(pagename)).relative_to(app.srcdir).as_posix()
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            url = button.get("url", "")
+            if button.get("text") in ("Binder", "JupyterHub") and source in url:
+                button["url"] = url.replace(source, exported_notebook(pagename))
+
+
 def setup(app: Sphinx) -> dict:
     _quiet_kernels()
     app.add_node(chapter_times_node)
@@ -377,6 +404,7 @@ def setup(app: Sphinx) -> dict:
     app.add_css_file("booksite.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     app.connect("html-page-context", _search_page_assets)
+    app.connect("html-page-context", _launch_exported_notebooks, priority=600)  # after the theme
     app.connect("doctree-resolved", _mark_wide_figures)
     app.connect("build-finished", _palette_images)
     app.connect("build-finished", report_failures)
