@@ -682,29 +682,31 @@ def install_cell(config: dict) -> nbformat.NotebookNode:
     installed first, then the library with its pins.
     """
     url = f"git+{config['repo_url']}@{config['branch']}"
-    spec = f"{config['name']} @ {url}"
-    wanted = "".join(f'            "{name}=={config["pins"][name]}": "{COLAB_MODULES[name]}",\n'
-                     for name in config["pins"] if name in COLAB_MODULES)
-    torch = f"torch=={config['pins']['torch']}"
+    colab = [(COLAB_MODULES[name], f"{name}=={version}") for name, version
+             in config["pins"].items() if name in COLAB_MODULES]
+    items = [f'"{module}": "{pin}",' for module, pin in colab]
+    pins = "\n".join(" " * 12 + " ".join(items[k:k + 2]) for k in range(0, len(items), 2))
     source = f'''\
-# Installs the book's library when it is missing (Colab, a plain Jupyter); does nothing
-# where it is installed (a clone of the repository, Binder).
+# Installs the book's library if it is missing (Colab, a plain Jupyter);
+# does nothing where it is installed (a clone of the repository, Binder).
 import importlib.util
 import sys
 
 if importlib.util.find_spec("maxmargin") is None:
-    if "google.colab" in sys.modules:  # keep Colab's numpy, torch...; add what is missing
-        wanted = {{
-{wanted}        }}
-        missing = " ".join(spec for spec, module in wanted.items()
+    book = "{config['name']} @ {url}"
+    if "google.colab" in sys.modules:  # keep Colab's torch, numpy...
+        pins = {{  # module: pin, installed only when Colab lacks the module
+{pins}
+        }}
+        missing = " ".join(pin for module, pin in pins.items()
                            if importlib.util.find_spec(module) is None)
-        %pip install -q --no-deps "{spec}"
+        %pip install -q --no-deps "{{book}}"
         if missing:
             %pip install -q {{missing}}
     else:
-        if sys.platform == "linux":  # the CPU-only PyTorch (no 2.7 GB CUDA download)
-            %pip install -q "{torch}" --index-url {CPU_INDEX}
-        %pip install -q "{spec}"'''
+        if sys.platform == "linux":  # CPU-only PyTorch: no 2.7 GB of CUDA
+            %pip install -q torch=={config['pins']['torch']} --index-url {CPU_INDEX}
+        %pip install -q "{{book}}"'''
     return nbformat.v4.new_code_cell(source, metadata={"export": {"install": True},
                                                        "tags": ["install"]})
 
@@ -712,11 +714,14 @@ if importlib.util.find_spec("maxmargin") is None:
 def export_notebook(source: Path, values: dict, *, config: dict | None = None,
                     notebook_dir_map: dict[str, str] | None = None,
                     root: Path = ROOT) -> nbformat.NotebookNode:
-    """The plain notebook of one page: install cell first, markdown converted, no outputs."""
+    """The plain notebook of one page: markdown converted, the install cell as the first code
+    cell (after the title and opening), no outputs."""
     from bookutils import clean_for_export
 
     nb = read_notebook(source)
     plain = plain_notebook(nb, _docname(source, root), values,
                            notebook_dir_map=notebook_dir_map, root=root)
-    plain.cells.insert(0, install_cell(config or read_config(root)))
+    first_code = next((i for i, c in enumerate(plain.cells) if c.cell_type == "code"),
+                      len(plain.cells))
+    plain.cells.insert(first_code, install_cell(config or read_config(root)))
     return clean_for_export(plain)

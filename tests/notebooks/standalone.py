@@ -1,5 +1,5 @@
 """Static checks that a chapter runs standalone: re-running a cell after the exercises gives
-the same output (CONTRIBUTING.md, "Code in chapters")."""
+the same output (CONTRIBUTING.md, "Notebook export", "Standalone chapters")."""
 from __future__ import annotations
 
 import ast

@@ -179,7 +179,7 @@ def test_install_cell_on_linux_takes_the_cpu_wheel_first(monkeypatch):
     spec = f'"maxmargin @ git+{config["repo_url"]}@{config["branch"]}"'
     lines = run_install_cell(monkeypatch, installed=False, colab=False, platform="linux")
     assert lines == [
-        f'%pip install -q "torch=={config["pins"]["torch"]}" --index-url '
+        f'%pip install -q torch=={config["pins"]["torch"]} --index-url '
         "https://download.pytorch.org/whl/cpu",
         f"%pip install -q {spec}"]
     assert run_install_cell(monkeypatch, installed=False, colab=False,
@@ -220,6 +220,9 @@ def test_make_notebooks_writes_valid_notebooks(tmp_path):
                     str(ROOT / "intro.md")], check=True, capture_output=True, text=True)
     nb = nbformat.read(tmp_path / "intro.ipynb", as_version=4)
     nbformat.validate(nb)
-    assert nb.cells[0].metadata["export"] == {"install": True}
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].metadata["export"] == {"install": True}, "the install cell comes first"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), \
+        "the title stays the first thing a reader sees"
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
     assert residue(markdown(nb)) == []

@@ -142,7 +142,8 @@ def test_exported_notebook_runs_outside_the_repository_and_reads_without_myst(
     config = export.read_config()
 
     runnable = read_notebook(source)
-    runnable.cells.insert(0, export.install_cell(config))
+    first_code = next(i for i, c in enumerate(runnable.cells) if c.cell_type == "code")
+    runnable.cells.insert(first_code, export.install_cell(config))
     runnable = clean_for_export(runnable)
     changed = execute(runnable, reader, tmp_path, rerun=docname in RERUN)
     values = export.harvest_glue(runnable)
@@ -152,7 +153,8 @@ def test_exported_notebook_runs_outside_the_repository_and_reads_without_myst(
     assert [c.source for c in plain.cells if c.cell_type == "code"] == \
         [c.source for c in runnable.cells if c.cell_type == "code"], \
         "the exported code cells differ from the ones executed"
-    assert plain.cells[0].metadata["export"] == {"install": True}
+    assert [c for c in plain.cells if c.cell_type == "code"][0].metadata["export"] == \
+        {"install": True}
 
     problems = [f"markdown cell {i}: {r}" for i, cell in enumerate(plain.cells)
                 if cell.cell_type == "markdown" for r in residue(cell.source)]
