@@ -444,7 +444,7 @@ class _Converter:
         raise self.fail(f"the role {{{name}}}`{content}`")
 
     def glue(self, content: str, role: str) -> str:
-        """A glued value, formatted as myst-nb does: ``[page.md::]key[:format]``."""
+        """A glued value, formatted as myst-nb does: ``[<page>.md::]key[:format]``."""
         doc, _, rest = content.rpartition("::")
         key, fmt = rest.rsplit(":", 1) if role == "glue:text" and ":" in rest else (rest, "")
         lookup = f"{self._resolve_doc(doc)}::{key}" if doc else key
