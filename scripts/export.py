@@ -13,6 +13,7 @@ leaves MyST syntax behind silently.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
@@ -119,19 +120,19 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 def _split_directive(lines: list[str], i: int):
     """The directive opened at ``lines[i]``: (name, arg, options, body lines, next index)."""
     m = _OPEN.match(lines[i])
-    fence = m["fence"]
+    fences = [m["fence"]]          # the open fences, innermost last
     j = i + 1
-    nested = 0
     while j < len(lines):
         stripped = lines[j].strip()
-        inner = _OPEN.match(lines[j]) or _CODE_FENCE.match(lines[j])
-        if inner and stripped != fence and inner["fence"][0] == fence[0] and (
-                _OPEN.match(lines[j]) or inner["info"].strip()):
-            nested += 1           # a nested fence of the same character, with a name or info
-        elif stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
-            if nested == 0:
+        code = _CODE_FENCE.match(lines[j])
+        opened = _OPEN.match(lines[j]) or (code if code and code["info"].strip() else None)
+        top = fences[-1]
+        if opened:
+            fences.append(opened["fence"])
+        elif stripped and set(stripped) == {top[0]} and len(stripped) >= len(top):
+            fences.pop()
+            if not fences:
                 break
-            nested -= 1
         j += 1
     if j >= len(lines):
         raise ValueError(f"unclosed directive {{{m['name']}}} opened by {lines[i]!r}")
@@ -247,7 +248,7 @@ class BookIndex:
         suffix = source_path(docname, self.root).suffix
         return f"{self.repo_url}/blob/{self.branch}/{docname}{suffix}"
 
-    @property
+    @functools.cached_property
     def exported(self) -> set[str]:
         """Docnames of the pages exported as notebooks (the toc pages that are notebooks)."""
         from bookutils import is_notebook

@@ -226,3 +226,13 @@ def test_make_notebooks_writes_valid_notebooks(tmp_path):
         "the title stays the first thing a reader sees"
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
     assert residue(markdown(nb)) == []
+
+
+def test_nested_directives_and_code_blocks():
+    """Fences nest: a note inside an admonition, a code block inside a remark."""
+    source = ("::::{admonition} Outer\n:::{note}\nInner {eq}`eq-thing`.\n:::\nAfter.\n::::\n\n"
+              "````{prf:remark} With code\n```python\nx = 1\n```\nDone.\n````")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source)])
+    text = markdown(export.plain_notebook(nb, "chapters/01-first", VALUES, root=MINI))
+    assert text == ("**Outer**\n\n> **Note**\n>\n> > Inner (1.1).\n>\n> After.\n\n"
+                    "**Remark (With code).**\n\n> ```python\n> x = 1\n> ```\n> Done.")
