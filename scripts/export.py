@@ -57,14 +57,15 @@ def glue_values(source: Path, *, root: Path = ROOT, timeout: int = 300) -> dict[
     """The glued values of a chapter: key -> the text/plain string that myst-nb formats.
 
     From the executed build (``_build/jupyter_execute/<docname>.glue.json``, which myst-nb
-    writes) when that file is newer than the source: the exported prose then shows exactly the
-    numbers of the site. Otherwise the chapter is executed once with nbclient, in a temporary
+    writes) when that file is newer than the source and the library: the exported prose then
+    shows exactly the numbers of the site. Otherwise the chapter is executed once with nbclient, in a temporary
     folder (the build cache is absent on a fresh clone and on Binder, and a stale one would
     show numbers the code no longer computes).
     """
     source = Path(source).resolve()
     cached = _build_glue(source, root)
-    if cached.exists() and cached.stat().st_mtime >= source.stat().st_mtime:
+    inputs = [source, *(root / "lib").rglob("*.py")]   # the chapter and the library it runs
+    if cached.exists() and cached.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
         data = json.loads(cached.read_text())
         return {key: out["data"]["text/plain"] for key, out in data.items()
                 if "text/plain" in out.get("data", {})}
