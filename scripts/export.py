@@ -13,19 +13,20 @@ leaves MyST syntax behind silently.
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import re
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import nbformat
 import yaml
 
-from bookutils import ROOT, read_notebook, source_path, toc_docnames
+from bibliography import cite_labels, read_bib, reference_entry
+from bookindex import (CODE_FENCE, DIRECTIVE, MATH_LABEL, PROOF_KINDS, TARGET_LINE, Target,
+                       book_index, figure_options, split_directive)
+from bookutils import ROOT, read_notebook
 
 # ----------------------------------------------------------------------------- glue values
 
@@ -85,13 +86,8 @@ def format_glue(text: str, fmt: str) -> str:
     return format_plain_text(text, fmt)
 
 
-# ----------------------------------------------------------------------------- book index
+# ----------------------------------------------------------------------------- conversion
 
-PROOF_KINDS = {
-    "axiom", "theorem", "lemma", "definition", "remark", "conjecture", "corollary",
-    "algorithm", "criterion", "example", "property", "observation", "proposition",
-    "assumption", "notation",
-}
 ADMONITIONS = {
     "admonition", "note", "tip", "hint", "important", "warning", "caution", "attention",
     "danger", "error", "seealso", "margin", "sidebar", "dropdown", "topic",
@@ -99,247 +95,6 @@ ADMONITIONS = {
 DROPPED = {"bibliography", "chapter-times", "toctree", "tableofcontents", "exercise-end",
            "solution-end"}
 
-
-@dataclass
-class Target:
-    """Something a reference can point to: its page, its displayed name, its kind."""
-
-    docname: str
-    title: str = ""
-    number: str = ""       # "3.1" for numbered boxes, equations and figures
-    kind: str = ""         # "theorem", "equation", "figure", "exercise", "section", "page"
-
-
-_OPEN = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,}|:{3,})\{(?P<name>[\w:-]+)\}"
-                   r"[ \t]*(?P<arg>.*?)\s*$")
-_CODE_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
-_LABEL_LINE = re.compile(r"^\(([\w:.-]+)\)=\s*$")
-_MATH_LABEL = re.compile(r"^(?P<pre>.*?)\$\$\s*\((?P<label>[\w:.-]+)\)\s*$")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-
-
-def _split_directive(lines: list[str], i: int):
-    """The directive opened at ``lines[i]``: (name, arg, options, body lines, next index)."""
-    m = _OPEN.match(lines[i])
-    fences = [m["fence"]]          # the open fences, innermost last
-    j = i + 1
-    while j < len(lines):
-        stripped = lines[j].strip()
-        code = _CODE_FENCE.match(lines[j])
-        opened = _OPEN.match(lines[j]) or (code if code and code["info"].strip() else None)
-        top = fences[-1]
-        if opened:
-            fences.append(opened["fence"])
-        elif stripped and set(stripped) == {top[0]} and len(stripped) >= len(top):
-            fences.pop()
-            if not fences:
-                break
-        j += 1
-    if j >= len(lines):
-        raise ValueError(f"unclosed directive {{{m['name']}}} opened by {lines[i]!r}")
-    body = lines[i + 1:j]
-    options: dict = {}
-    if body and body[0].strip() == "---":
-        end = next(k for k in range(1, len(body)) if body[k].strip() == "---")
-        options = dict(yaml.safe_load("\n".join(body[1:end])) or {})
-        body = body[end + 1:]
-    else:
-        while body and re.match(r"^\s*:[\w-]+:", body[0]):
-            key, _, value = body[0].strip()[1:].partition(":")
-            options[key] = value.strip()
-            body = body[1:]
-    return m["name"], m["arg"], options, body, j + 1
-
-
-def _chapter_numbers(root: Path) -> dict[str, str]:
-    """Docname -> chapter number for the pages of numbered toc parts ('3' for the third)."""
-    toc = yaml.safe_load((root / "_toc.yml").read_text())
-    numbers: dict[str, str] = {}
-    for part in toc.get("parts", []):
-        if part.get("numbered"):
-            for k, entry in enumerate(part.get("chapters", []), start=len(numbers) + 1):
-                numbers[entry["file"]] = str(k)
-    return numbers
-
-
-class BookIndex:
-    """Titles, numbers and labels of every page of the toc, for references across pages.
-
-    Numbers follow the site: per page and per kind, prefixed with the chapter number
-    ("Definition 3.1", equation "(3.1)", "Fig. 3.1", "Exercise 3.1"); boxes with
-    ``:nonumber:`` have none.
-    """
-
-    def __init__(self, root: Path = ROOT):
-        self.root = root
-        self.chapter = _chapter_numbers(root)
-        self.labels: dict[str, Target] = {}
-        self.pages: dict[str, Target] = {}
-        config = yaml.safe_load((root / "_config.yml").read_text())
-        self.repo_url = config["repository"]["url"].rstrip("/")
-        self.branch = config["repository"].get("branch", "main")
-        for docname in toc_docnames(root):
-            self.add_page(docname, source_path(docname, root).read_text(encoding="utf8"))
-
-    def number(self, docname: str, counters: dict[str, int], kind: str) -> str:
-        counters[kind] = counters.get(kind, 0) + 1
-        prefix = self.chapter.get(docname)
-        return f"{prefix}.{counters[kind]}" if prefix else str(counters[kind])
-
-    def add_page(self, docname: str, text: str) -> None:
-        """Index one page's title, labels, numbered boxes, equations and figures."""
-        lines = text.splitlines()
-        counters: dict[str, int] = {}
-        page = Target(docname, kind="page")
-        self.pages[docname] = page
-        pending_label = None
-        i = 0
-        if lines and lines[0].strip() == "---":
-            i = lines.index("---", 1) + 1
-        while i < len(lines):
-            line = lines[i]
-            heading = _HEADING.match(line)
-            if heading and not page.title:
-                page.title = heading[2]
-            if heading and pending_label:
-                self.labels[pending_label] = Target(docname, heading[2], kind="section")
-                pending_label = None
-            label = _LABEL_LINE.match(line)
-            if label:
-                pending_label = label[1]
-            math = _MATH_LABEL.match(line)
-            if math:
-                self.labels[math["label"]] = Target(
-                    docname, number=self.number(docname, counters, "equation"), kind="equation")
-            opened = _OPEN.match(line)
-            if opened:
-                name, arg, options, _, after = _split_directive(lines, i)
-                if name == "code-cell":
-                    fig = _figure_options(options)
-                    if fig is not None:
-                        number = self.number(docname, counters, "figure")
-                        if fig.get("name"):
-                            self.labels[fig["name"]] = Target(
-                                docname, fig.get("caption", ""), number, "figure")
-                    i = after
-                    continue
-                kind = name.removeprefix("prf:")
-                if name.startswith("prf:") and kind in PROOF_KINDS or name in (
-                        "exercise", "exercise-start"):
-                    kind = "exercise" if name.startswith("exercise") else kind
-                    number = "" if "nonumber" in options else self.number(
-                        docname, counters, kind)
-                    if options.get("label"):
-                        self.labels[options["label"]] = Target(docname, arg, number, kind)
-                if name in ("figure", "glue:figure") and options.get("name"):
-                    self.labels[options["name"]] = Target(
-                        docname, "", self.number(docname, counters, "figure"), "figure")
-                if name in ("code-cell", "code-block", "code", "math"):
-                    i = after
-                    continue
-            i += 1
-
-    def link(self, docname: str, from_doc: str, notebook_map: dict[str, str] | None) -> str:
-        """Where a reader of ``from_doc``'s notebook finds ``docname``: the sibling notebook,
-        else the page's source in the repository."""
-        if notebook_map is not None and docname in notebook_map:
-            return notebook_map[docname]
-        if notebook_map is None and docname in self.exported:
-            return f"{PurePosixPath(docname).name}.ipynb"
-        suffix = source_path(docname, self.root).suffix
-        return f"{self.repo_url}/blob/{self.branch}/{docname}{suffix}"
-
-    @functools.cached_property
-    def exported(self) -> set[str]:
-        """Docnames of the pages exported as notebooks (the toc pages that are notebooks)."""
-        from bookutils import is_notebook
-
-        return {d for d in self.pages if is_notebook(source_path(d, self.root))}
-
-
-def _figure_options(options: dict) -> dict | None:
-    """The ``mystnb: figure:`` options of a code cell's yaml header (None if not a figure)."""
-    mystnb = options.get("mystnb")
-    if isinstance(mystnb, dict) and isinstance(mystnb.get("figure"), dict):
-        return mystnb["figure"]
-    return None
-
-
-_INDEX_CACHE: dict[Path, BookIndex] = {}
-
-
-def book_index(root: Path = ROOT) -> BookIndex:
-    """The :class:`BookIndex` of ``root`` (built once per process)."""
-    if root not in _INDEX_CACHE:
-        _INDEX_CACHE[root] = BookIndex(root)
-    return _INDEX_CACHE[root]
-
-
-# ----------------------------------------------------------------------------- bibliography
-
-def read_bib(path: Path) -> dict[str, dict[str, str]]:
-    """Entries of a BibTeX file: key -> fields (lower-case names, braces removed)."""
-    text = path.read_text(encoding="utf8")
-    entries = {}
-    for m in re.finditer(r"@(\w+)\s*\{\s*([^,\s]+)\s*,", text):
-        depth, j = 1, m.end()
-        while depth and j < len(text):
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
-        body = text[m.end():j - 1]
-        fields = {"type": m[1].lower()}
-        for f in re.finditer(r"(\w+)\s*=\s*", body):
-            k = f.end()
-            if body[k] == "{":
-                depth, end = 1, k + 1
-                while depth:
-                    depth += {"{": 1, "}": -1}.get(body[end], 0)
-                    end += 1
-                value = body[k + 1:end - 1]
-            else:
-                value = re.match(r'"([^"]*)"|([^,\s]+)', body[k:]).group(0).strip('"')
-            fields[f[1].lower()] = re.sub(r"\s+", " ", value.replace("{", "").replace("}", ""))
-        entries[m[2]] = fields
-    return entries
-
-
-def _surnames(entry: dict[str, str]) -> list[str]:
-    return [a.split(",")[0].strip() if "," in a else a.split()[-1]
-            for a in entry.get("author", "Anonymous").split(" and ")]
-
-
-def cite_labels(bib: dict[str, dict[str, str]]) -> dict[str, tuple[str, str]]:
-    """Key -> (authors, year) for author-year citations; equal labels get 2023a, 2023b."""
-    base = {}
-    for key, entry in bib.items():
-        names = _surnames(entry)
-        authors = (names[0] if len(names) == 1 else f"{names[0]} and {names[1]}"
-                   if len(names) == 2 else f"{names[0]} et al.")
-        base[key] = (authors, entry.get("year", "n.d."))
-    labels = {}
-    for key, (authors, year) in base.items():
-        same = [k for k, v in base.items() if v == (authors, year)]
-        suffix = "abcdefghijklmnopqrstuvwxyz"[same.index(key)] if len(same) > 1 else ""
-        labels[key] = (authors, year + suffix)
-    return labels
-
-
-def reference_entry(key: str, entry: dict[str, str], label: tuple[str, str]) -> str:
-    """One line of the reference list, in Markdown."""
-    authors = ", ".join(a.strip() if "," not in a else
-                        " ".join(reversed([p.strip() for p in a.split(",", 1)]))
-                        for a in entry.get("author", "").split(" and "))
-    venue = entry.get("booktitle") or entry.get("journal") or (
-        f"arXiv:{entry['eprint']}" if entry.get("eprint") else "")
-    parts = [f"**[{label[0]} {label[1]}]** {authors}.", f"*{entry.get('title', key)}*."]
-    if venue:
-        parts.append(f"{venue}, {entry.get('year', '')}.")
-    if entry.get("url"):
-        parts.append(f"<{entry['url']}>")
-    return " ".join(parts)
-
-
-# ----------------------------------------------------------------------------- conversion
 
 _ROLE = re.compile(r"\{(?P<name>[\w:+-]+)\}`(?P<content>[^`]*)`")
 _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
@@ -473,12 +228,12 @@ class _Converter:
         while i < len(lines):
             line = lines[i]
             stripped = line.strip()
-            if _OPEN.match(line):
+            if DIRECTIVE.match(line):
                 flush()
-                name, arg, options, body, i = _split_directive(lines, i)
+                name, arg, options, body, i = split_directive(lines, i)
                 out.extend(self.directive(name, arg, options, body))
                 continue
-            fence = _CODE_FENCE.match(line)
+            fence = CODE_FENCE.match(line)
             if fence:                          # a plain code block: copied as it is
                 flush()
                 j = i + 1
@@ -488,7 +243,7 @@ class _Converter:
                 out.extend(lines[i:j + 1])
                 i = j + 1
                 continue
-            if _LABEL_LINE.match(stripped) or stripped.startswith("%") or stripped == "+++":
+            if TARGET_LINE.match(stripped) or stripped.startswith("%") or stripped == "+++":
                 i += 1                         # targets, comments, cell breaks
                 continue
             if stripped.startswith("$$"):
@@ -509,7 +264,7 @@ class _Converter:
     def display_math(self, block: list[str]) -> list[str]:
         """A ``$$ ... $$ (label)`` block: the label becomes ``\\tag{number}``."""
         last = block[-1]
-        m = _MATH_LABEL.match(last)
+        m = MATH_LABEL.match(last)
         if not m:
             return block
         target = self.index.labels.get(m["label"])
@@ -632,7 +387,7 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
                 continue          # a cell that held only gates, targets or comments
         cells.append(cell)
         if cell.cell_type == "code":
-            figure = _figure_options({"mystnb": cell.metadata.get("mystnb")})
+            figure = figure_options({"mystnb": cell.metadata.get("mystnb")})
             if figure is not None:
                 figures += 1
                 prefix = conv.index.chapter.get(docname)
