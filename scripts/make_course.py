@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from bookutils import ROOT, chapter_notebooks, clean_for_export, read_notebook, student_notebook
-from nbgrader_source import nbgrader_notebook
+from nbgrader_source import lock_unmarked, nbgrader_notebook
 
 MANIFEST = ".course-pack.json"
 TEMPLATES = Path(__file__).parent / "course_templates"
@@ -218,6 +218,7 @@ TRANSFORMS = {"student": student_notebook, "instructor": lambda nb: nb,
 def make_course(outdir: Path, chapters: list[Path], root: Path = ROOT) -> list[str]:
     """Write the packs of ``chapters`` into the emptied ``outdir``; the files written."""
     empty_outdir(outdir, root)
+    _glue_cache.clear()
     written: list[str] = []
 
     def write(relative: str, content) -> None:
@@ -251,7 +252,7 @@ def make_course(outdir: Path, chapters: list[Path], root: Path = ROOT) -> list[s
                         raise CourseError(f"{path.name}: {error}") from error
                     if pack == "nbgrader":
                         folder = f"nbgrader/source/{path.stem}"
-                        write(f"{folder}/{path.stem}.ipynb", out)
+                        write(f"{folder}/{path.stem}.ipynb", lock_unmarked(out))
                     else:
                         write(f"{pack}/{path.stem}.ipynb", out)
                 folder = f"nbgrader/source/{path.stem}"

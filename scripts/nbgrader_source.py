@@ -244,3 +244,18 @@ def nbgrader_notebook(nb: nbformat.NotebookNode, points: int = POINTS) -> nbform
     new = copy.deepcopy(nb)
     new.cells = cells
     return new
+
+
+def lock_unmarked(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Make every cell without nbgrader metadata read-only (a cell that a later step added,
+    such as the export's install cell), with a grade id no other cell has."""
+    taken = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
+    for index, cell in enumerate(nb.cells):
+        if "nbgrader" not in cell.metadata:
+            name, n = f"read-only-added-{index:03d}", 1
+            while name in taken:
+                n += 1
+                name = f"read-only-added-{index:03d}-{n}"
+            taken.add(name)
+            cell.metadata["nbgrader"] = nbgrader_metadata(name, locked=True)
+    return nb

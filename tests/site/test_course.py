@@ -200,6 +200,38 @@ def test_packs_show_no_myst(packs):
     assert not found, "MyST residue:\n" + "\n".join(found[:20])
 
 
+def test_export_is_plugged_into_every_pack(tmp_path, monkeypatch):
+    """Every pack's notebooks go through the export of scripts/export.py (here a stand-in that
+    adds a first cell), once per chapter for the glue values, after the pack's transform; a
+    cell the export adds to the nbgrader version is locked."""
+    import types
+
+    import nbformat.v4 as v4
+
+    calls = {"glue": [], "plain": []}
+
+    def glue_values(source):
+        calls["glue"].append(source)
+        return {"sample-shift-err": 0.0}
+
+    def plain_notebook(nb, docname, values):
+        calls["plain"].append((docname, values))
+        nb = nbformat.from_dict(nb)
+        nb.cells.insert(0, v4.new_code_cell("# added by the export"))
+        return nb
+
+    fake = types.SimpleNamespace(glue_values=glue_values, plain_notebook=plain_notebook)
+    monkeypatch.setitem(sys.modules, "export", fake)
+    make_course.make_course(tmp_path / "out", [SAMPLE])
+    assert calls["glue"] == [SAMPLE.resolve()]
+    assert calls["plain"] == [("tests/site/data/sample_chapter", {"sample-shift-err": 0.0})] * 3
+    for path in ("student", "instructor", "nbgrader/source/sample_chapter"):
+        nb = load(tmp_path / "out" / path / "sample_chapter.ipynb")
+        assert nb.cells[0].source == "# added by the export", path
+    graded = load(tmp_path / "out" / "nbgrader/source/sample_chapter/sample_chapter.ipynb")
+    assert grader(graded.cells[0])["locked"] and not grader(graded.cells[0])["solution"]
+
+
 # ----------------------------------------------------------------------------- selection, folder
 
 def test_chapters_are_selected_and_ordered():
