@@ -17,6 +17,7 @@ transform (student / instructor / nbgrader, on the MyST exercise gates), the MyS
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 import shutil
@@ -175,7 +176,7 @@ def readme(kind: str, titles: dict[str, str], wheel: Path, root: Path = ROOT) ->
     checks = render("checks-nbgrader.md" if kind == "nbgrader" else "checks-notebook.md")
     solutions = {"student": "The solutions are not included.",
                  "instructor": "This is the instructor's pack: every solution is included.",
-                 "nbgrader": "This is an nbgrader assignment."}[kind]
+                 "nbgrader": "Your instructor grades the exercises with nbgrader."}[kind]
     return render("README-student.md", chapters=listing, wheel=wheel.name, python=python,
                   torch_pin=torch_pin(root), torch_index=TORCH_CPU_INDEX, checks=checks,
                   solutions=solutions)
@@ -211,7 +212,8 @@ def export_notebook(nb: nbformat.NotebookNode, source: Path,
 
 # ----------------------------------------------------------------------------- main
 
-TRANSFORMS = {"student": student_notebook, "instructor": lambda nb: nb,
+# Each returns a new notebook (the export may change what it is given).
+TRANSFORMS = {"student": student_notebook, "instructor": copy.deepcopy,
               "nbgrader": nbgrader_notebook}
 
 
