@@ -68,8 +68,11 @@ notebooks: $(STAMP)
 	rm -rf notebooks
 	$(BIN)/python scripts/make_notebooks.py notebooks
 
+# Course packs (scripts/make_course.py): `make course CHAPTERS="01 03"` picks and orders chapters
+# (numbers or names; default: every notebook page); course/ is emptied first.
+CHAPTERS ?=
 course: $(STAMP)
-	$(BIN)/python scripts/make_course.py course
+	$(BIN)/python scripts/make_course.py course $(CHAPTERS)
 
 clean:
 	rm -rf _build notebooks course

@@ -1,26 +1,46 @@
-"""Course packs: students get every task and stub but no solution; instructors get everything."""
+"""Course packs: students get every task and stub but no solution; instructors get everything;
+the nbgrader source grades with nbgrader itself; the library ships as a wheel that installs."""
 from __future__ import annotations
 
 import ast
+import json
+import os
+import re
+import shutil
 import subprocess
 import sys
+import tomllib
+import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from bookutils import ROOT, chapter_notebooks, read_notebook, scan
+from bookutils import ROOT, chapter_notebooks, in_ci, read_notebook, scan
+import make_course
+from make_course import CourseError, empty_outdir, select_chapters
 
 SAMPLE = Path(__file__).parent / "data" / "sample_chapter.md"
 SOURCES = chapter_notebooks() + [SAMPLE]
 SOLUTION_MARKERS = ("{solution-start}", "{solution-end}", "{solution}")
+# The round trip through nbgrader: the sample and the fastest real chapter with exercises.
+GRADED = [ROOT / "chapters" / "06-joint-training.md", SAMPLE]
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+# What a reader must never see in an exported notebook (issue 9): MyST roles and directives.
+MYST_RESIDUE = re.compile(r"\{glue|\{prf:|\{doc\}|\{ref\}|\{numref\}|\{eq\}|\{cite|:::|```\{")
+EXPORT_MISSING = not (ROOT / "scripts" / "export.py").exists()
+
+
+def run_make_course(outdir: Path, *chapters) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "make_course.py"), str(outdir),
+                           *map(str, chapters)], capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
 def packs(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("course")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_course.py"), str(out),
-                    *map(str, SOURCES)], check=True, capture_output=True, text=True)
+    run = run_make_course(out, *SOURCES)
+    assert run.returncode == 0, run.stderr
     return out
 
 
@@ -52,6 +72,21 @@ def used_names(source: str) -> set[str]:
     return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 
 
+def function_heads(source: str) -> list[tuple[str, str, str | None]]:
+    """(name, arguments, docstring) of each top-level function of a cell."""
+    return [(n.name, ast.unparse(n.args), ast.get_docstring(n)) for n in ast.parse(source).body
+            if isinstance(n, ast.FunctionDef)]
+
+
+def is_subsequence(short: list, long: list) -> bool:
+    it = iter(long)
+    return all(any(x == y for y in it) for x in short)
+
+
+def grader(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
 def test_course_packs(source, packs):
     nb = read_notebook(source)
@@ -60,8 +95,9 @@ def test_course_packs(source, packs):
     instructor = load(packs / "instructor" / f"{source.stem}.ipynb")
     student_text = text_of(student)
 
-    assert [c.source for c in instructor.cells] == [c.source for c in nb.cells], \
-        "the instructor notebook must hold every cell of the chapter"
+    chapter_code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert is_subsequence(chapter_code, [c.source for c in instructor.cells]), \
+        "the instructor notebook must hold every code cell of the chapter, in order"
     assert all(not c.get("outputs") for c in student.cells + instructor.cells), "packs have outputs"
     left = [m for m in SOLUTION_MARKERS if m in student_text]
     assert not left, f"solution directives left in the student notebook: {left}"
@@ -96,6 +132,44 @@ def test_course_packs(source, packs):
             "from the stub")
 
 
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_nbgrader_source(source, packs):
+    """The nbgrader version: each stub an answer cell holding the solution between nbgrader's
+    markers inside the stub's functions, each check a locked test cell with points, every other
+    cell locked, and the same code as the student pack outside the answers."""
+    _, exercises = scan(read_notebook(source))
+    graded = load(packs / "nbgrader" / "source" / source.stem / f"{source.stem}.ipynb")
+    student = load(packs / "student" / f"{source.stem}.ipynb")
+    metas = [grader(c) for c in graded.cells]
+    assert all(m.get("schema_version") == 3 for m in metas), "a cell lacks nbgrader metadata"
+    ids = [m["grade_id"] for m in metas]
+    assert len(ids) == len(set(ids)), "grade ids repeat"
+
+    answers = [c for c in graded.cells if grader(c)["solution"]]
+    tests = [c for c in graded.cells if grader(c)["grade"]]
+    assert all(not grader(c)["locked"] and c.cell_type == "code" for c in answers)
+    assert all(BEGIN in c.source and END in c.source for c in answers), "an answer has no region"
+    assert [c.source for c in tests] == [s for e in exercises.values() for s in e.checks], \
+        "the test cells must be the exercise checks, in order"
+    assert all(grader(c)["locked"] and grader(c)["points"] > 0 and not grader(c)["solution"]
+               for c in tests)
+    rest = [c for c in graded.cells if c not in answers and c not in tests]
+    assert all(grader(c)["locked"] for c in rest), "a read-only cell is not locked"
+
+    stubs = [s for e in exercises.values() for s in e.stubs]
+    for stub in stubs:
+        matches = [c for c in answers if function_heads(c.source) == function_heads(stub)]
+        assert len(matches) == 1, f"no answer cell keeps the heads of the stub\n{stub}"
+        inside = matches[0].source.split(BEGIN, 1)[1].split(END, 1)[0]
+        solution_lines = {line.strip() for e in exercises.values() for s in e.solutions
+                          for line in s.splitlines() if line.strip()}
+        assert {line.strip() for line in inside.splitlines() if line.strip()} <= solution_lines
+    code = [c.source for c in graded.cells if c.cell_type == "code" and c not in answers]
+    student_code = [c.source for c in student.cells if c.cell_type == "code"
+                    and c.source not in stubs]
+    assert code == student_code, "outside the answers, nbgrader's cells must be the student's"
+
+
 def test_sample_is_split_at_the_gates(packs):
     """The sample chapter keeps the task, stub, check and later prose, and loses the solution."""
     _, exercises = scan(read_notebook(SAMPLE))
@@ -106,4 +180,300 @@ def test_sample_is_split_at_the_gates(packs):
     assert "stable_softmax(np.array([1000.0" in student
     assert "Subtract the largest entry first" not in student
     assert "e = np.exp(a - a.max())" not in student
-    assert "{numref}`fig-sample-softmax`" in student
+    assert "shows attention concentrating on one token" in student
+
+
+@pytest.mark.xfail(EXPORT_MISSING, strict=True,
+                   reason="scripts/export.py (the MyST-free export of issue 9) is not merged yet")
+def test_packs_show_no_myst(packs):
+    """Every pack's Markdown, rendered by a plain CommonMark renderer, has no MyST left."""
+    from markdown_it import MarkdownIt
+
+    renderer = MarkdownIt("commonmark").enable("table")
+    found = []
+    for path in sorted(packs.rglob("*.ipynb")):
+        for i, cell in enumerate(load(path).cells):
+            if cell.cell_type == "markdown":
+                hit = MYST_RESIDUE.search(renderer.render(cell.source))
+                if hit:
+                    found.append(f"{path.relative_to(packs)} cell {i}: {hit[0]}")
+    assert not found, "MyST residue:\n" + "\n".join(found[:20])
+
+
+def test_export_is_plugged_into_every_pack(tmp_path, monkeypatch):
+    """Every pack's notebooks go through the export of scripts/export.py (here a stand-in that
+    adds a first cell), once per chapter for the glue values, after the pack's transform; a
+    cell the export adds to the nbgrader version is locked."""
+    import types
+
+    import nbformat.v4 as v4
+
+    calls = {"glue": [], "plain": []}
+
+    def glue_values(source):
+        calls["glue"].append(source)
+        return {"sample-shift-err": 0.0}
+
+    def plain_notebook(nb, docname, values):
+        calls["plain"].append((docname, values))
+        nb = nbformat.from_dict(nb)
+        nb.cells.insert(0, v4.new_code_cell("# added by the export"))
+        return nb
+
+    fake = types.SimpleNamespace(glue_values=glue_values, plain_notebook=plain_notebook)
+    monkeypatch.setitem(sys.modules, "export", fake)
+    make_course.make_course(tmp_path / "out", [SAMPLE])
+    assert calls["glue"] == [SAMPLE.resolve()]
+    assert calls["plain"] == [("tests/site/data/sample_chapter", {"sample-shift-err": 0.0})] * 3
+    for path in ("student", "instructor", "nbgrader/source/sample_chapter"):
+        nb = load(tmp_path / "out" / path / "sample_chapter.ipynb")
+        assert nb.cells[0].source == "# added by the export", path
+    graded = load(tmp_path / "out" / "nbgrader/source/sample_chapter/sample_chapter.ipynb")
+    assert grader(graded.cells[0])["locked"] and not grader(graded.cells[0])["solution"]
+
+
+# ----------------------------------------------------------------------------- selection, folder
+
+def test_chapters_are_selected_and_ordered():
+    """Numbers, names and paths pick chapters in the order given; mistakes are named."""
+    by_number = select_chapters(["3", "01"])
+    assert [p.stem for p in by_number] == ["03-gd-to-svm", "01-attention-model"]
+    assert select_chapters(["06-joint-training", "attention-model", str(SAMPLE)]) == [
+        ROOT / "chapters" / "06-joint-training.md", ROOT / "chapters" / "01-attention-model.md",
+        SAMPLE.resolve()]
+    assert select_chapters([]) == chapter_notebooks()
+    with pytest.raises(CourseError, match=r"no chapter match '07'.*01-attention-model"):
+        select_chapters(["07"])
+    with pytest.raises(CourseError, match="given twice"):
+        select_chapters(["01", "01-attention-model"])
+
+
+def test_output_folder_is_emptied_only_when_it_is_a_pack(tmp_path):
+    """make course empties its own earlier output (stale chapters disappear) and refuses the
+    repository, a folder containing it, and a folder with files it did not write."""
+    for folder in (ROOT, ROOT.parent):
+        with pytest.raises(CourseError, match="repository"):
+            empty_outdir(folder)
+    notes = tmp_path / "notes"
+    (notes / "student").mkdir(parents=True)
+    (notes / "student" / "01-attention-model.ipynb").write_text("{}")
+    (notes / "gradebook.db").write_text("grades")
+    with pytest.raises(CourseError, match="gradebook.db"):
+        empty_outdir(notes)
+    assert (notes / "gradebook.db").exists(), "a refused folder was touched"
+
+    old = tmp_path / "old"      # a pack of the first make_course.py: notebooks only
+    (old / "instructor" / ".ipynb_checkpoints").mkdir(parents=True)
+    (old / "instructor" / "99-gone.ipynb").write_text("{}")
+    (old / "instructor" / ".ipynb_checkpoints" / "99-gone-checkpoint.ipynb").write_text("{}")
+    empty_outdir(old)
+    assert old.is_dir() and not any(old.iterdir())
+
+
+def test_make_course_target_passes_chapters():
+    """`make course CHAPTERS="01 03"` hands the selection to make_course.py."""
+    run = subprocess.run(["make", "-n", "course", "CHAPTERS=01 03"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert re.search(r"scripts/make_course\.py course 01 03\s*$", run.stdout, re.M), run.stdout
+
+
+@pytest.fixture(scope="module")
+def graded_packs(tmp_path_factory) -> Path:
+    """Packs of GRADED written over a stale pack (an earlier run with another chapter)."""
+    out = tmp_path_factory.mktemp("graded") / "course"
+    (out / "student").mkdir(parents=True)
+    (out / "student" / "99-stale.ipynb").write_text("{}")
+    (out / make_course.MANIFEST).write_text(json.dumps({"files": ["student/99-stale.ipynb"]}))
+    run = run_make_course(out, *GRADED)
+    assert run.returncode == 0, run.stderr
+    return out
+
+
+def test_rerun_replaces_the_pack(graded_packs):
+    stems = [p.stem for p in GRADED]
+    for pack in ("student", "instructor"):
+        notebooks = sorted(p.stem for p in (graded_packs / pack).glob("*.ipynb"))
+        assert notebooks == sorted(stems), f"{pack}/ holds {notebooks}"
+    assert sorted(p.name for p in (graded_packs / "nbgrader" / "source").iterdir()) == \
+        sorted(stems)
+    manifest = json.loads((graded_packs / make_course.MANIFEST).read_text())
+    assert manifest["chapters"] == stems
+    on_disk = sorted(str(p.relative_to(graded_packs)) for p in graded_packs.rglob("*")
+                     if p.is_file() and p.name != make_course.MANIFEST)
+    assert manifest["files"] == on_disk
+
+
+# ----------------------------------------------------------------------------- README, wheel
+
+def wheel_of(folder: Path) -> Path:
+    wheels = list(folder.glob("maxmargin-*.whl"))
+    assert len(wheels) == 1, f"{folder} must hold exactly one wheel: {wheels}"
+    return wheels[0]
+
+
+@pytest.mark.parametrize("pack", ["student", "instructor", "nbgrader/source/sample_chapter"])
+def test_readme_tells_students_what_to_do(pack, packs):
+    """The README installs the wheel that is beside it (after the CPU-only PyTorch on Linux),
+    lists the notebooks that are beside it, and says how the exercises are checked."""
+    folder = packs / pack
+    text = (folder / "README.md").read_text()
+    torch = next(d for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "dependencies"] if d.startswith("torch=="))
+    assert f"pip install {torch} --index-url https://download.pytorch.org/whl/cpu" in text
+    assert f"pip install {wheel_of(folder).name}" in text
+    assert "jupyter lab" in text and "## How the exercises are checked" in text
+    listed = re.findall(r"^- `([^`]+\.ipynb)`", text, re.M)
+    assert sorted(listed) == sorted(p.name for p in folder.glob("*.ipynb"))
+
+
+def test_wheel_holds_the_library(packs):
+    """The wheel has every module of lib/maxmargin (maxmargin.book included) and the pins of
+    pyproject.toml as its requirements; all packs carry the same wheel."""
+    wheel = wheel_of(packs / "student")
+    expected = {str(p.relative_to(ROOT / "lib")) for p in (ROOT / "lib" / "maxmargin").rglob("*.py")
+                if "__pycache__" not in p.parts}
+    assert "maxmargin/book/plots.py" in expected
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        meta = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert expected <= names, f"missing from the wheel: {sorted(expected - names)}"
+    assert not {n for n in names if n.endswith(".py")} - expected, "the wheel has extra modules"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requires = {line.split(":", 1)[1].strip() for line in meta.splitlines()
+                if line.startswith("Requires-Dist:") and "extra ==" not in line}
+    assert requires == set(project["dependencies"])
+    assert f"Requires-Python: {project['requires-python']}" in meta
+    for folder in [packs / "instructor", *(packs / "nbgrader" / "source").iterdir()]:
+        assert wheel_of(folder).read_bytes() == wheel.read_bytes()
+
+
+def clean_env(**extra) -> dict:
+    """The environment without PYTHONPATH (which could point at the repository's lib/)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(graded_packs, tmp_path_factory) -> Path:
+    """A fresh virtual environment outside the repository with the pack's wheel installed by
+    its own pip. Its dependencies (torch, cvxpy, ..., and nbgrader) are not downloaded again:
+    a .pth file appends this test environment's site-packages after the venv's own."""
+    import sysconfig
+
+    venv = tmp_path_factory.mktemp("venv") / "env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=clean_env())
+    python = venv / "bin" / "python"
+    wheel = wheel_of(graded_packs / "student")
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                    str(wheel)], check=True, cwd=venv, env=clean_env())
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], check=True, capture_output=True, text=True,
+                          env=clean_env()).stdout.strip()
+    parents = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (Path(site) / "zz_test_dependencies.pth").write_text("\n".join(sorted(parents)) + "\n")
+    return venv
+
+
+def test_wheel_installs_into_a_fresh_venv(wheel_venv):
+    """`pip install maxmargin-*.whl` gives a library that imports from the venv, not the repo."""
+    probe = ("import json, maxmargin, maxmargin.book.plots as plots\n"
+             "print(json.dumps([maxmargin.__file__, plots.__file__]))")
+    run = subprocess.run([str(wheel_venv / "bin" / "python"), "-c", probe], cwd=wheel_venv,
+                         capture_output=True, text=True, env=clean_env())
+    assert run.returncode == 0, run.stderr
+    for path in map(Path, json.loads(run.stdout)):
+        assert wheel_venv in path.parents and ROOT not in path.parents, path
+
+
+# ----------------------------------------------------------------------------- nbgrader
+
+def require_nbgrader() -> None:
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        message = "nbgrader is missing: pip install -e '.[book,test]' (the test extra pins it)"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+def nbgrader(course: Path, venv: Path, *args: str) -> str:
+    """Run nbgrader's command line in ``course`` with the venv's Python, so the kernels that
+    execute the notebooks are that Python and import the library from the wheel."""
+    kernels = course.parent / "jupyter" / "kernels" / "python3"
+    if not kernels.exists():
+        kernels.mkdir(parents=True)
+        (kernels / "kernel.json").write_text(json.dumps({
+            "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f",
+                     "{connection_file}"], "display_name": "Python 3", "language": "python"}))
+    path = os.pathsep.join([str(venv / "bin"), str(Path(sys.executable).parent),
+                            os.environ.get("PATH", "")])
+    env = clean_env(PATH=path, JUPYTER_PATH=str(course.parent / "jupyter"),
+                    JUPYTER_CONFIG_DIR=str(course.parent / "config"))
+    run = subprocess.run([str(venv / "bin" / "python"), "-m", "nbgrader", *args], cwd=course,
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{run.stderr[-5000:]}"
+    return run.stderr
+
+
+def errors(nb) -> dict[str, str]:
+    """grade_id -> the error name of each code cell that raised."""
+    return {grader(c).get("grade_id", f"cell {i}"): o.ename for i, c in enumerate(nb.cells)
+            if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"}
+
+
+def test_nbgrader_round_trip(graded_packs, wheel_venv, tmp_path):
+    """nbgrader generate_assignment, then autograde of the instructor's notebook (full marks)
+    and of the untouched student version (zero on every exercise, no error anywhere else),
+    read from nbgrader's gradebook; the student version is the student pack's notebook."""
+    require_nbgrader()
+    from nbgrader.api import Gradebook
+
+    course = tmp_path / "course"
+    shutil.copytree(graded_packs / "nbgrader" / "source", course / "source")
+    # nbgrader's per-cell timeout is 30 s; on a loaded CI machine give the book's 120 s.
+    (course / "nbgrader_config.py").write_text(
+        'c = get_config()\nc.CourseDirectory.course_id = "maxmargin"\n'
+        "c.Execute.timeout = 120\n")
+    nbgrader(course, wheel_venv, "generate_assignment", "*", "--force")
+    names = [p.stem for p in GRADED]
+    for name in names:
+        release = load(course / "release" / name / f"{name}.ipynb")
+        student = load(graded_packs / "student" / f"{name}.ipynb")
+        _, exercises = scan(read_notebook(next(p for p in GRADED if p.stem == name)))
+        stubs = [s for e in exercises.values() for s in e.stubs]
+        answers = [c for c in release.cells if grader(c).get("solution")]
+        assert all(BEGIN not in c.source for c in release.cells), "a solution was released"
+        assert [h for c in answers for h in function_heads(c.source)] == \
+            [h for s in stubs for h in function_heads(s)], "released stubs differ from ours"
+        code = [c.source for c in release.cells if c.cell_type == "code" and c not in answers]
+        assert code == [c.source for c in student.cells if c.cell_type == "code"
+                        and c.source not in stubs], "the release differs from the student pack"
+        for who, folder in (("instructor", "source"), ("student", "release")):
+            target = course / "submitted" / who / name
+            target.mkdir(parents=True)
+            shutil.copy(course / folder / name / f"{name}.ipynb", target)
+    nbgrader(course, wheel_venv, "autograde", "*", "--force")
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        for name in names:
+            _, exercises = scan(read_notebook(next(p for p in GRADED if p.stem == name)))
+            checks = sum(len(e.checks) for e in exercises.values())
+            for who in ("instructor", "student"):
+                notebook = gradebook.find_submission_notebook(name, name, who)
+                scores = {g.name: (g.score, g.max_score) for g in notebook.grades}
+                assert len(scores) == checks and checks > 0, scores
+                if who == "instructor":
+                    assert all(s == m > 0 for s, m in scores.values()), (name, scores)
+                else:
+                    assert all(s == 0 < m for s, m in scores.values()), (name, scores)
+            graded = {who: load(course / "autograded" / who / name / f"{name}.ipynb")
+                      for who in ("instructor", "student")}
+            assert not errors(graded["instructor"]), errors(graded["instructor"])
+            failed = errors(graded["student"])
+            exercise_cells = {grader(c)["grade_id"] for c in graded["student"].cells
+                              if grader(c).get("solution") or grader(c).get("grade")}
+            assert set(failed) <= exercise_cells, f"a cell outside the exercises failed: {failed}"
+            assert {k for k, v in failed.items() if v == "NotImplementedError"} == {
+                g for g in exercise_cells if g.endswith("-check")}, failed
