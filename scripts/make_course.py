@@ -191,15 +191,15 @@ def export_notebook(nb: nbformat.NotebookNode, source: Path,
                     root: Path = ROOT) -> nbformat.NotebookNode:
     """The chapter as a plain Jupyter notebook, MyST turned into Markdown (issue 9's export).
 
-    This is the one place where the export is plugged in: `scripts/export.py` provides
-    `glue_values(source)` and `plain_notebook(nb, docname, values)`.
-    FALLBACK while scripts/export.py does not exist: the cells are returned as they are (MyST)."""
+    This is the one place where the export is plugged in: the module `export` of scripts/
+    provides `glue_values(source)` and `plain_notebook(nb, docname, values)`.
+    FALLBACK while that module does not exist: the cells are returned as they are (MyST)."""
     try:
         import export
     except ModuleNotFoundError as error:
         if error.name != "export":
             raise
-        return nb  # FALLBACK: no scripts/export.py yet, the notebook keeps its MyST
+        return nb  # FALLBACK: no module `export` in scripts/ yet, the notebook keeps its MyST
     source = source.resolve()
     if source not in _glue_cache:
         _glue_cache[source] = export.glue_values(source)

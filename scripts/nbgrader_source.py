@@ -97,6 +97,8 @@ def _split(nb: nbformat.NotebookNode) -> list[_Piece]:
                 keep += before
             if name == "exercise-start":
                 exercise = _label(body)
+                if not exercise:
+                    raise ValueError(f"an exercise has no :label: ({lines[start].strip()})")
                 keep += lines[start:stop]
             elif name == "exercise":
                 last = _label(body)

@@ -41,6 +41,7 @@ EXTERNAL = {
     "fontawesome.js": "pydata-sphinx-theme's script, which _ext/templates/layout.html drops",
     "scripts/fontawesome.js": "the same script, as the theme's template names it",
     "sphinx_book_theme/layout.html": "the theme's template that _ext/templates/layout.html extends",
+    "nbgrader_config.py": "nbgrader's settings in an instructor's course folder (teaching page)",
 }
 # Not scanned: vendored third-party text.
 SKIP = {"LICENSE-CONTENT", "tests/repo/data/cff-1.2.0.schema.json"}

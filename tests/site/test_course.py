@@ -201,9 +201,9 @@ def test_packs_show_no_myst(packs):
 
 
 def test_export_is_plugged_into_every_pack(tmp_path, monkeypatch):
-    """Every pack's notebooks go through the export of scripts/export.py (here a stand-in that
-    adds a first cell), once per chapter for the glue values, after the pack's transform; a
-    cell the export adds to the nbgrader version is locked."""
+    """Every pack's notebooks go through the export (the module `export` of scripts/; here a
+    stand-in that adds a first cell), once per chapter for the glue values, after the pack's
+    transform; a cell the export adds to the nbgrader version is locked."""
     import types
 
     import nbformat.v4 as v4
