@@ -189,17 +189,13 @@ _glue_cache: dict[Path, dict] = {}
 
 def export_notebook(nb: nbformat.NotebookNode, source: Path,
                     root: Path = ROOT) -> nbformat.NotebookNode:
-    """The chapter as a plain Jupyter notebook, MyST turned into Markdown (issue 9's export).
+    """The chapter as a plain Jupyter notebook, MyST turned into Markdown (scripts/export.py).
 
-    This is the one place where the export is plugged in: the module `export` of scripts/
-    provides `glue_values(source)` and `plain_notebook(nb, docname, values)`.
-    FALLBACK while that module does not exist: the cells are returned as they are (MyST)."""
-    try:
-        import export
-    except ModuleNotFoundError as error:
-        if error.name != "export":
-            raise
-        return nb  # FALLBACK: no module `export` in scripts/ yet, the notebook keeps its MyST
+    The glued values are read once per chapter. Packs get no install cell: their README has
+    students install the pack's wheel, and the export's install cell would install the
+    repository's main branch instead."""
+    import export
+
     source = source.resolve()
     if source not in _glue_cache:
         _glue_cache[source] = export.glue_values(source)

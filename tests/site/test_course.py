@@ -26,9 +26,6 @@ SOLUTION_MARKERS = ("{solution-start}", "{solution-end}", "{solution}")
 # The round trip through nbgrader: the sample and the fastest real chapter with exercises.
 GRADED = [ROOT / "chapters" / "06-joint-training.md", SAMPLE]
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-# What a reader must never see in an exported notebook (issue 9): MyST roles and directives.
-MYST_RESIDUE = re.compile(r"\{glue|\{prf:|\{doc\}|\{ref\}|\{numref\}|\{eq\}|\{cite|:::|```\{")
-EXPORT_MISSING = not (ROOT / "scripts" / "export.py").exists()
 
 
 def run_make_course(outdir: Path, *chapters) -> subprocess.CompletedProcess:
@@ -183,20 +180,18 @@ def test_sample_is_split_at_the_gates(packs):
     assert "shows attention concentrating on one token" in student
 
 
-@pytest.mark.xfail(EXPORT_MISSING, strict=True,
-                   reason="scripts/export.py (the MyST-free export of issue 9) is not merged yet")
 def test_packs_show_no_myst(packs):
-    """Every pack's Markdown, rendered by a plain CommonMark renderer, has no MyST left."""
-    from markdown_it import MarkdownIt
+    """Every pack's Markdown, rendered by a plain CommonMark renderer, has no MyST left
+    (the same residue list as the exported notebooks' test, tests/notebooks/residue.py)."""
+    sys.path.insert(0, str(ROOT / "tests" / "notebooks"))
+    from residue import residue
 
-    renderer = MarkdownIt("commonmark").enable("table")
     found = []
     for path in sorted(packs.rglob("*.ipynb")):
         for i, cell in enumerate(load(path).cells):
             if cell.cell_type == "markdown":
-                hit = MYST_RESIDUE.search(renderer.render(cell.source))
-                if hit:
-                    found.append(f"{path.relative_to(packs)} cell {i}: {hit[0]}")
+                found += [f"{path.relative_to(packs)} cell {i}: {hit}"
+                          for hit in residue(cell.source)]
     assert not found, "MyST residue:\n" + "\n".join(found[:20])
 
 
