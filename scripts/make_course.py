@@ -195,6 +195,7 @@ def export_notebook(nb: nbformat.NotebookNode, source: Path,
     students install the pack's wheel, and the export's install cell would install the
     repository's main branch instead."""
     import export
+    from bookindex import book_index
 
     source = source.resolve()
     if source not in _glue_cache:
@@ -203,6 +204,9 @@ def export_notebook(nb: nbformat.NotebookNode, source: Path,
         docname = str(source.relative_to(root).with_suffix(""))
     except ValueError:
         docname = source.stem
+    index = book_index(root)
+    if docname not in index.pages:   # a chapter outside the toc: index its own labels
+        index.add_page(docname, source.read_text(encoding="utf8"))
     return export.plain_notebook(nb, docname, _glue_cache[source])
 
 
