@@ -208,7 +208,7 @@ def test_gd_W_normalized_step_of_a_tiny_gradient_has_length_lr():
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="fast solver: 2% error at ||p|| = 1e7 (nearly parallel normalized rows)")
+
 def test_att_svm_is_accurate_for_a_solution_of_norm_1e7():
     """By hand: the rows (1e-7, +-1) give p1 1e-7 +- p2 >= 1, so p = (1e7, 0), well inside the
     documented range ||p|| < 1 / tol = 1e10. Today the fast solver returns (1.0235e7, -0.0057)."""
@@ -217,7 +217,7 @@ def test_att_svm_is_accurate_for_a_solution_of_norm_1e7():
     np.testing.assert_allclose(result.p, [1e7, 0.0], rtol=1e-8, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="fast solver: infeasible, badly scaled ATT-SVM returns p = (-inf, inf)")
+
 def test_badly_scaled_infeasible_att_svm_is_reported_infeasible():
     """Seven sequences of two tokens (g_j, 0) whose rows g_j span 1e-9 to 3e7: the LP
     G p >= 1 is infeasible (HiGHS; cvxpy/Clarabel names the group [2, 4, 5]), yet today the fast
