@@ -106,22 +106,28 @@ def row_norms(A: np.ndarray) -> np.ndarray:
     if A.size == 0:
         return np.zeros(A.shape[0])
     big = np.abs(A).max(axis=1)
+    if np.all((big > 1e-140) & (big < 1e140)):  # fast path: no square under/overflows
+        return np.sqrt(np.einsum("ij,ij->i", A, A))
     safe = np.where(big > 0, big, 1.0)
     return big * np.sqrt(np.einsum("ij,ij->i", A / safe[:, None], A / safe[:, None]))
 
 
 def norm(a: np.ndarray) -> float:
     """||a|| of a vector without overflow or underflow of the squares."""
-    return float(row_norms(np.reshape(a, (1, -1)))[0])
+    a = np.ravel(a)
+    top = float(np.abs(a).max(initial=0.0))
+    if 1e-140 < top < 1e140:  # fast path: no square under/overflows
+        return float(np.sqrt(a @ a))
+    return float(row_norms(a[None])[0])
 
 
-def _nnls_ldp(E: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+def _nnls_ldp(E: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
     """Lawson and Hanson's LDP algorithm on E = [G^T; h^T] of shape (d + 1, m).
 
     With f = e_{d+1}, let u = argmin_{u >= 0} ||E u - f|| and r = E u - f. Then r = 0 certifies
     that {G p >= h} is empty (G^T u = 0 with h^T u = 1, Farkas), and otherwise
     p = -r[:d] / r[d] is the least-distance point, with ||r||^2 = 1 / (1 + ||p||^2).
-    Returns (p or None when r[d] gives no finite point, u).
+    Returns (p or None when r[d] gives no finite point, u, r).
     """
     from scipy.optimize import nnls  # deferred: importing SciPy costs about 0.5 s
 
@@ -132,19 +138,22 @@ def _nnls_ldp(E: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     r = E @ u - f
     with np.errstate(all="ignore"):
         p = -r[:d] / r[d]
-    return (p if r[d] < 0 and np.all(np.isfinite(p)) else None), u
+    return (p if r[d] < 0 and np.all(np.isfinite(p)) else None), u, r
 
 
-def _farkas_bound(Gn: np.ndarray, hn: np.ndarray, u: np.ndarray) -> tuple[float, bool]:
+def _farkas_bound(r: np.ndarray) -> float:
     """For u >= 0 with h^T u > 0, every feasible p has ||p|| >= h^T u / ||G^T u|| (since
-    h^T u <= u^T G p <= ||G^T u|| ||p||). Returns (that bound, whether G^T u vanishes to rounding,
-    i.e. u proves the polyhedron empty)."""
-    hu = float(hn @ u)
+    h^T u <= u^T G p <= ||G^T u|| ||p||); with r = E u - f of :func:`_nnls_ldp`, G^T u = r[:d]
+    and h^T u = 1 + r[d]."""
+    hu, residual = 1.0 + float(r[-1]), norm(r[:-1])
     if hu <= 0:
-        return 0.0, False
-    residual = norm(Gn.T @ u)
-    exact = residual <= ROUNDING * float(u @ row_norms(Gn)) * np.sqrt(len(u))
-    return (np.inf if residual == 0 else hu / residual), exact
+        return 0.0
+    return np.inf if residual == 0 else hu / residual
+
+
+def _farkas_exact(Gn: np.ndarray, u: np.ndarray) -> bool:
+    """Whether G^T u vanishes to rounding, so that u proves the polyhedron empty."""
+    return norm(Gn.T @ u) <= ROUNDING * float(u @ row_norms(Gn)) * np.sqrt(len(u))
 
 
 def _on_active(Gn: np.ndarray, hn: np.ndarray, A: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, float]]:
@@ -287,10 +296,10 @@ def solve(G: np.ndarray, h: np.ndarray, tol: float = FEASIBILITY_TOL) -> Solutio
     work = np.zeros(len(rows), dtype=bool)
     work[np.argpartition(-hn, size - 1)[:size]] = True
     while True:
-        q, u_work = _nnls_ldp(E[:, work])
-        bound, exact = _farkas_bound(Gn[work], hn[work], u_work)
+        q, u_work, r = _nnls_ldp(E[:, work])
+        bound = _farkas_bound(r)
         if bound * tol > 1:  # every feasible point lies beyond the resolution 1 / tol
-            if exact:
+            if _farkas_exact(Gn[work], u_work):
                 return None
             raise IllConditionedError(
                 "the problem is ill-conditioned: it is infeasible, or feasible only at distance "
