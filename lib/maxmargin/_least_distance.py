@@ -257,7 +257,8 @@ def _clarabel_active(Gn: np.ndarray, hn: np.ndarray) -> np.ndarray | None:
     return np.flatnonzero(dual > 1e-9 * max(float(dual.max(initial=0.0)), 1e-300))
 
 
-def solve(G: np.ndarray, h: np.ndarray, tol: float = FEASIBILITY_TOL) -> Solution | None:
+def solve(G: np.ndarray, h: np.ndarray, tol: float = FEASIBILITY_TOL,
+          certify: bool = True) -> Solution | None:
     """The fast solver behind :func:`least_distance`, also returning the multipliers.
 
     1. Solve for q = p / L (scale covariance, module docstring), with every row (g_j, h_j)
@@ -268,7 +269,8 @@ def solve(G: np.ndarray, h: np.ndarray, tol: float = FEASIBILITY_TOL) -> Solutio
        optimal; a Farkas vector on a subset proves the whole polyhedron empty (None), unless it
        only proves that every feasible point lies beyond 1 / tol (IllConditionedError).
     3. Exact solve on the active rows (u > 0), refined and then re-seeded by Clarabel until the
-       KKT certificate passes (module docstring); IllConditionedError if it never does.
+       KKT certificate passes (module docstring); IllConditionedError if it never does. With
+       ``certify=False`` (a feasibility test) step 3 is skipped and ``mu`` is None.
     """
     m, d = G.shape
     if not np.any(h > 0):  # p = 0 is feasible, hence optimal
@@ -325,6 +327,9 @@ def solve(G: np.ndarray, h: np.ndarray, tol: float = FEASIBILITY_TOL) -> Solutio
         work[violated] = True
     u = np.zeros(len(rows))
     u[work] = u_work
+    if not certify:  # only feasibility was asked: the Lawson-Hanson point satisfies every row
+        with np.errstate(all="ignore"):
+            return Solution(q * L, None)
 
     # 3. exact solve on the active rows, certified; refined, then re-seeded by Clarabel
     limit = 2 * d + 10
@@ -358,15 +363,16 @@ def feasible(G: np.ndarray, h: np.ndarray, E: np.ndarray | None = None) -> bool:
     (the ill-conditioned case of :func:`solve`); an uncertifiable solution still raises."""
     try:
         if E is None:
-            return solve(G, h) is not None
-        return solve_with_equalities(E, G, h) is not None
+            return solve(G, h, certify=False) is not None
+        return solve_with_equalities(E, G, h, certify=False) is not None
     except IllConditionedError as error:
         if error.distance is None:
             raise
         return False
 
 
-def solve_with_equalities(E: np.ndarray, G: np.ndarray, h: np.ndarray) -> np.ndarray | None:
+def solve_with_equalities(E: np.ndarray, G: np.ndarray, h: np.ndarray,
+                          certify: bool = True) -> np.ndarray | None:
     """min ||p|| s.t. E p = 0, G p >= h: write p = N q with N an orthonormal basis of null(E);
     then ||p|| = ||q|| and the problem is the least-distance program G N q >= h.
 
@@ -374,12 +380,9 @@ def solve_with_equalities(E: np.ndarray, G: np.ndarray, h: np.ndarray) -> np.nda
     equal up to rounding give an exact tie, and so do rows of G N below 1e-12 times their row
     of G (a row in the span of E). Returns p (d,), or None when infeasible.
     """
-    if len(E) == 0:
-        solution = solve(G, h)
-        return None if solution is None else solution.p
-    scale = float(row_norms(np.vstack([E, G])).max())
+    scale = float(row_norms(np.vstack([E, G])).max(initial=0.0)) if len(E) else 0.0
     if scale == 0:
-        solution = solve(G, h)
+        solution = solve(G, h, certify=certify)
         return None if solution is None else solution.p
     _, singular, Vt = np.linalg.svd(E / scale)
     N = Vt[np.sum(singular > 1e-12) :].T  # (d, dim null(E))
@@ -387,5 +390,5 @@ def solve_with_equalities(E: np.ndarray, G: np.ndarray, h: np.ndarray) -> np.nda
         return None
     GN = G @ N
     GN[row_norms(GN) <= 1e-12 * row_norms(G)] = 0.0  # rows in the span of E, up to rounding
-    solution = solve(GN, h)
+    solution = solve(GN, h, certify=certify)
     return None if solution is None else N @ solution.p
