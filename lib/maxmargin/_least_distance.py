@@ -306,7 +306,7 @@ def solve(G: np.ndarray, h: np.ndarray, tol: float = FEASIBILITY_TOL,
             raise IllConditionedError(
                 "the problem is ill-conditioned: it is infeasible, or feasible only at distance "
                 f"at least {bound:.2e} times the norm L that its most demanding constraint "
-                f"alone requires, beyond the resolution 1 / tol = {1 / tol:.0e}), and "
+                f"alone requires, beyond the resolution 1 / tol = {1 / tol:.0e}, and "
                 "float64 cannot tell which", distance=bound)
         if q is None:  # ||q|| too large for r[d]: solve on the rows of the working set exactly
             sub = np.flatnonzero(work)

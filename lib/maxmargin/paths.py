@@ -220,10 +220,10 @@ def _radius_range(X: np.ndarray, W, radii: np.ndarray) -> None:
     spread = float(np.max(np.abs(K - K[:, :1]).sum(axis=2)))  # >= every ||k_it - k_i0||
     size = float(np.max(np.abs(K).sum(axis=2)))              # >= every ||k_it||
     reach = max(2.0 * spread, size)
-    if reach > 0 and radii[-1] * reach > LOGIT_LIMIT:
+    if reach > 0 and radii[-1] > LOGIT_LIMIT / reach:
         raise ValueError(
             f"radii: R = {radii[-1]:.3g} is beyond the representable range: the logits "
-            f"R k_it^T u reach {radii[-1] * reach:.3g} > {LOGIT_LIMIT:.0e}; the largest "
+            f"R k_it^T u reach R times {reach:.3g}, above {LOGIT_LIMIT:.0e}; the largest "
             f"accepted radius for these keys is {LOGIT_LIMIT / reach:.3g}")
 
 

@@ -23,6 +23,15 @@ in :data:`SOLVERS`. Two are registered and agree to 1e-6 (the tests check it):
 
 Infeasible problems raise ``ValueError`` naming the sequence, or a small group of sequences,
 that no direction can separate (:mod:`._infeasibility`).
+
+Scale and certificate (fast solver). Every problem is solved in units of its own data, so
+X -> c X gives exactly p -> p / c for any c that float64 represents (the Lagrange multipliers,
+which scale like 1 / c^2, must be representable too, else ``ValueError`` naming ``X``/``R``).
+Every returned solution passes the KKT certificate of :mod:`._least_distance` (primal and dual
+feasibility, complementary slackness and stationarity, each to a relative 1e-9); a problem on
+which no point passes, or whose feasibility float64 cannot decide, raises
+:class:`IllConditionedError` (a ``ValueError``) with the condition estimate. The cvxpy solver is
+the independent reference, with Clarabel's own tolerances (1e-10), and is not certified.
 """
 from __future__ import annotations
 
@@ -260,10 +269,10 @@ def _run(solve: Solver, program: Program, infeasible: Callable[[], Exception], n
         if error.distance is None:
             raise IllConditionedError(f"{name}: {error}") from None
         try:
-            explanation = str(infeasible())
+            explanation = f"; within that resolution, {infeasible()}"
         except IllConditionedError:  # the parts are ill-conditioned too: blame no group
-            explanation = f"{name}: the problem has no point within the solver's resolution"
-        raise IllConditionedError(f"{explanation} ({error})", error.distance) from None
+            explanation = ""
+        raise IllConditionedError(f"{name}: {error}{explanation}", error.distance) from None
     except _ldp.ScaleError as error:
         raise ValueError(f"{name}: {error}; rescale the data") from None
     if solved is None:
@@ -406,6 +415,9 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
     ------
     ValueError : bad inputs, or no p satisfies the constraints (the message names the sequence
         or a small group of sequences that conflict).
+    IllConditionedError : (a ValueError) no point passes the KKT certificate to a relative
+        1e-9, or every feasible p is longer than 1e10 times the norm that the most demanding
+        constraint alone requires (the message gives the estimate); see the module docstring.
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
     """
     D, alpha, b, relaxed = _att_inputs(X, alpha, W, relaxed)
@@ -545,6 +557,11 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
     Returns
     -------
     SetSVMResult
+
+    Raises
+    ------
+    ValueError : bad inputs, or no p serves every set.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     K, sets = _set_inputs(X, sets, W)
     solve = _solver(solver)
@@ -622,6 +639,11 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     Returns
     -------
     VSVMResult
+
+    Raises
+    ------
+    ValueError : bad inputs, or the samples are not separable through the origin.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     R, Y = _v_inputs(R, Y)
     solve = _solver(solver)
@@ -729,6 +751,11 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     Returns
     -------
     WSVMResult
+
+    Raises
+    ------
+    ValueError : bad inputs, or no W ranks every selected token first.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     D, alpha, Z = _w_inputs(X, alpha, Z)
     solve = _solver(solver)

@@ -242,12 +242,57 @@ def test_work_locally_optimal_indices_refuses_at_once(n, T):
     assert time.perf_counter() - start < 10  # only the n T single-sequence tests ran
 
 
+def test_work_cost_estimate_counts_every_solve_by_hand():
+    """n = 3 sequences of T = 2 selectable tokens, d = 1: the search tests 4 prefixes of 2
+    sequences (2 rows each), 8 of 3 (3 rows), and checks 8 selections (3 rows): 4 solves of
+    1 + 2 * 1 * 2 / 1000 units and 16 of 1 + 3 * 1 * 2 / 1000 (the documented model)."""
+    from maxmargin.optimality import enumeration_cost
+
+    assert enumeration_cost([2, 2, 2], 2, 1) == pytest.approx(4 * 1.004 + 16 * 1.006, rel=1e-12)
+
+
+def test_work_every_selection_feasible_runs_at_most_the_estimated_solves():
+    """Count the SVM solves of an instance where nothing is pruned (d = 20 > n (T - 1): every
+    selection is feasible): prefix tests plus final checks equal the estimate's solve count."""
+    from maxmargin import optimality
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3, 3, 20))
+    calls = {"feasible": 0, "svm": 0}
+    original_feasible, original_svm = optimality.is_feasible, optimality.att_svm
+
+    def feasible(*args, **kwargs):
+        calls["feasible"] += 1
+        return original_feasible(*args, **kwargs)
+
+    def svm(*args, **kwargs):
+        calls["svm"] += 1
+        return original_svm(*args, **kwargs)
+
+    optimality.is_feasible, optimality.att_svm = feasible, svm
+    try:
+        found = mm.feasible_selections(X, np.ones(3), rng.normal(size=20))
+    finally:
+        optimality.is_feasible, optimality.att_svm = original_feasible, original_svm
+    assert len(found) == 27
+    # 9 single-token tests, then 9 + 27 prefix tests and 27 final ATT-SVMs
+    assert calls == {"feasible": 9 + 9 + 27, "svm": 27}
+
+
 def test_work_selection_census_refuses_and_max_cost_raises_the_cap():
     inst = mm.data.gaussian_instance(3, 4, 2, seed=0)
     with pytest.raises(ValueError, match="^max_cost: "):
         mm.selection_census(inst.X, inst.Y, inst.v, max_cost=1)
     census = mm.selection_census(inst.X, inst.Y, inst.v, max_cost=1e4)
     assert census.total == 4 ** 3
+
+
+def test_work_optimal_sets_estimate_by_hand():
+    """n = 2, T = 4: 4 vertices + 6 edge midpoints + 1 centre = 11 starts, each at most 500
+    SLSQP iterations of T^3 = 64 units (the documented model): 704 000."""
+    from maxmargin.heads import optimal_sets_work
+
+    assert optimal_sets_work(2, 4) == 2 * 11 * 500 * 64
 
 
 def test_work_optimal_sets_refuses_at_once():
