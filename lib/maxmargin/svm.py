@@ -453,8 +453,9 @@ def is_feasible(X, alpha, W=None, relaxed=None) -> bool:
     """Whether ATT-SVM for ``alpha`` has a solution; returns False instead of raising.
 
     Inputs are validated as in :func:`att_svm` (bad shapes still raise). Feasible means: some p
-    satisfies the constraints with ||p|| at most 1e10 over the scale of the key differences
-    (a margin of at least 1e-10 of the data scale); a problem whose every solution lies farther
+    satisfies the constraints with ||p|| at most 1e10 L, where L = max 1 / ||k_{i,alpha_i} -
+    k_it|| is the norm that the most demanding constraint alone requires (scale-free: the
+    answer does not change with the units of X); a problem whose every solution lies farther
     is reported infeasible (see :mod:`._least_distance`).
 
     Raises
