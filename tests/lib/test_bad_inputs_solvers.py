@@ -174,6 +174,14 @@ def test_conditioning_rows_spanning_16_orders_is_infeasible():
         mm.att_svm(X, np.zeros(7, int))
 
 
+def test_conditioning_trap_sets_do_not_read_ill_conditioning_as_a_verdict():
+    """The complement {0} of S = {1} has the rows (1, 1e-12), (-1, 1e-12): ill-conditioned,
+    not "cannot be separated"; trap_sets must not skip S silently."""
+    X = np.array([[[1.0, 1e-12], [0.0, 0.0], [2.0, 0.0]], [[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]])
+    with pytest.raises(mm.IllConditionedError, match="ill-conditioned"):
+        mm.trap_sets(X, np.ones(2), np.array([0.0, 1e6]))
+
+
 def test_conditioning_v_svm_nearly_parallel_samples():
     """r = (1, delta) with Y = +1 and r = (1, -delta) with Y = -1: v = (0, 1 / delta)."""
     delta = 1e-7
