@@ -276,30 +276,37 @@ def _projected_descent(f, q, R, axis, cos_angle, steps):
 
 
 def _polish(f, q0, R, axis, cos_angle):
-    """SLSQP in the unit ball, u = q / R, on the scaled objective (L(R u) - L(q0)) / (R ||grad
-    L(q0)||), whose gradient is grad L(R u) / ||grad L(q0)||; keeps q0 if not better. Working
-    with u keeps R^2 out of the constraints (it overflows float64 above R = 1e154)."""
+    """SLSQP on the scaled objective (L(q) - L(q0)) / (R ||grad L(q0)||); keeps q0 if not better.
+
+    SLSQP runs on x = q / unit: unit = 1 up to R = 1e100, and unit = R beyond (the unit ball),
+    so that neither R^2 nor the iterates' squares overflow float64 (R^2 does above 1e154)."""
     from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
 
     value0, grad0 = f(q0[None])
     gnorm = max(float(np.linalg.norm(grad0[0])), 1e-300)
+    scale = max(R * gnorm, 1e-300)
+    unit = 1.0 if R <= 1e100 else R
 
-    def fun(u):
-        value, grad = f((R * u)[None])
-        return float((value[0] - value0[0]) / gnorm / R), grad[0] / gnorm
+    def fun(x):
+        value, grad = f((unit * x)[None])
+        return float((value[0] - value0[0]) / scale), (grad[0] / gnorm) * (unit / R)
 
-    constraints = [{"type": "ineq", "fun": lambda u: 1.0 - u @ u, "jac": lambda u: -2 * u}]
+    def ball(x):
+        u = x * (unit / R)
+        return 1.0 - u @ u
+
+    constraints = [{"type": "ineq", "fun": ball, "jac": lambda x: -2 * x * (unit / R) ** 2}]
     if axis is not None:
-        def cone_fun(u):
-            return u @ axis - cos_angle * np.linalg.norm(u)
+        def cone_fun(x):
+            return (x @ axis - cos_angle * np.linalg.norm(x)) * (unit / R)
 
-        def cone_jac(u):
-            return axis - cos_angle * u / max(np.linalg.norm(u), 1e-300)
+        def cone_jac(x):
+            return (axis - cos_angle * x / max(np.linalg.norm(x), 1e-300)) * (unit / R)
 
         constraints.append({"type": "ineq", "fun": cone_fun, "jac": cone_jac})
-    res = minimize(fun, q0 / R, jac=True, method="SLSQP", constraints=constraints,
+    res = minimize(fun, q0 / unit, jac=True, method="SLSQP", constraints=constraints,
                    options={"ftol": 1e-16, "maxiter": 300})
-    q = _project_cone((R * res.x)[None], axis, cos_angle, R)[0]
+    q = _project_cone((unit * res.x)[None], axis, cos_angle, R)[0]
     if not np.all(np.isfinite(q)):
         return q0
     v_new, g_new = f(q[None])

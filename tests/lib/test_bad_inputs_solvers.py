@@ -137,8 +137,12 @@ def test_conditioning_nearly_antiparallel_rows(delta):
 
 
 def test_conditioning_beyond_the_resolution_raises_with_the_estimate():
+    """p = (0, 1e12) is 1e12 times longer than either constraint alone needs: beyond the
+    documented resolution 1e10, so a clear error with the estimate (a ValueError, so callers
+    that catch bad inputs catch it), and is_feasible says no."""
     X = np.array([[[1.0, 1e-12], [0.0, 0.0], [2.0, 0.0]]])
-    with pytest.raises(mm.IllConditionedError, match=r"ill-conditioned.*1\.00e\+12"):
+    assert issubclass(mm.IllConditionedError, ValueError)
+    with pytest.raises(mm.IllConditionedError, match=r"^X: .*ill-conditioned.*1\.00e\+12"):
         mm.att_svm(X, [0])
     assert not mm.is_feasible(X, [0])
 
