@@ -30,7 +30,7 @@ from .optimality import (
 )
 from .paths import RegularizationPath, local_regularization_path, regularization_path
 from .svm import (
-    JointSVMs, SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem,
+    IllConditionedError, JointSVMs, SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem,
     is_feasible, joint_svms, least_distance, set_svm, v_svm, w_svm,
 )
 from .train import (
@@ -49,7 +49,7 @@ __all__ = [
     "Loss", "LOSSES", "LOGISTIC", "EXPONENTIAL", "CORRELATION", "get_loss",
     # max-margin problems (svm)
     "att_svm", "att_svm_problem", "is_feasible", "set_svm", "v_svm", "w_svm", "joint_svms",
-    "least_distance", "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "JointSVMs",
+    "least_distance", "IllConditionedError", "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "JointSVMs",
     # optimal and locally-optimal selections (optimality), trap sets (traps)
     "optimal_indices", "support_tokens", "check_selection", "is_locally_optimal",
     "feasible_selections", "locally_optimal_indices", "selection_census", "Selection",

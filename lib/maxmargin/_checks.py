@@ -11,12 +11,12 @@ import numpy as np
 def _as_float_array(value, name: str) -> np.ndarray:
     if value is None:
         raise TypeError(f"{name}: expected an array of numbers, got None")
+    if np.iscomplexobj(value):  # before the cast, which would warn and drop the imaginary part
+        raise TypeError(f"{name}: complex values are not supported")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name}: expected an array of real numbers ({exc})") from None
-    if np.iscomplexobj(value):
-        raise TypeError(f"{name}: complex values are not supported")
     return arr
 
 

@@ -174,11 +174,29 @@ class OptimalSets:
         return self.sets.sum(axis=1)
 
 
-def optimal_sets(X, Y, head: MLPHead, loss: str | Loss = "logistic", threshold: float = 1e-3) -> OptimalSets:
+#: Iteration cap of each SLSQP run of :func:`optimal_sets`.
+SLSQP_ITERATIONS = 500
+#: Default cap on the estimated work of :func:`optimal_sets` (see there): about 10 s.
+MAX_WORK = 2e8
+
+
+def optimal_sets_work(n: int, T: int) -> float:
+    """Worst-case work of :func:`optimal_sets`: n sequences x T (T + 1) / 2 + 1 starts x
+    SLSQP_ITERATIONS iterations x T^3 (the dense linear algebra of one SLSQP iteration on the
+    simplex of dimension T). Measured here: 40 to 50 ns per unit (T = 12 to 20), so the default
+    MAX_WORK = 2e8 is at most about 10 s."""
+    return float(n) * (T * (T + 1) / 2 + 1) * SLSQP_ITERATIONS * float(T) ** 3
+
+
+def optimal_sets(X, Y, head: MLPHead, loss: str | Loss = "logistic", threshold: float = 1e-3,
+                 max_work: float = MAX_WORK) -> OptimalSets:
     """Optimal token sets: minimise loss(Y_i psi(X_i^T s)) over the simplex, one sequence at a time.
 
     Multi-start SLSQP (every vertex, every edge midpoint and the centre of the simplex); the
-    set O_i holds the tokens whose optimal weight exceeds ``threshold``.
+    set O_i holds the tokens whose optimal weight exceeds ``threshold``. The work grows like
+    n T^5 (:func:`optimal_sets_work`); a call whose estimate exceeds ``max_work`` (default 2e8,
+    about 10 s: T = 14 for one sequence, T = 10 for seven) raises ``ValueError`` naming
+    ``max_work`` and the estimate.
     """
     from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
 
@@ -188,6 +206,13 @@ def optimal_sets(X, Y, head: MLPHead, loss: str | Loss = "logistic", threshold: 
     head = _head(head, d)
     loss = get_loss(loss)
     threshold = _checks.positive_float(threshold, "threshold")
+    max_work = _checks.positive_float(max_work, "max_work")
+    work = optimal_sets_work(n, T)
+    if work > max_work:
+        raise ValueError(
+            f"max_work: the multi-start search over the simplex of n={n} sequences of T={T} "
+            f"tokens costs up to {work:.3g} units (40 to 50 ns each here, about {work * 5e-8:.3g} "
+            f"s), above max_work={max_work:g}; use fewer tokens or raise max_work")
     eye = np.eye(T)
     starts = [eye[t] for t in range(T)] + [(eye[t] + eye[u]) / 2 for t in range(T) for u in range(t + 1, T)]
     starts.append(np.full(T, 1.0 / T))
@@ -203,7 +228,7 @@ def optimal_sets(X, Y, head: MLPHead, loss: str | Loss = "logistic", threshold: 
             res = minimize(fun, s0, jac=True, method="SLSQP", bounds=[(0.0, 1.0)] * T,
                            constraints=[{"type": "eq", "fun": lambda s: s.sum() - 1.0,
                                          "jac": lambda s: np.ones_like(s)}],
-                           options={"ftol": 1e-15, "maxiter": 500})
+                           options={"ftol": 1e-15, "maxiter": SLSQP_ITERATIONS})
             s = np.clip(res.x, 0.0, None)
             s /= s.sum()
             found.append((fun(s)[0], tuple(s)))
@@ -247,12 +272,13 @@ def set_offset(X, Y, head: MLPHead, sets, W=None, loss: str | Loss = "logistic")
 
 
 def set_direction(X, Y, head: MLPHead, W=None, loss: str | Loss = "logistic",
-                  threshold: float = 1e-3) -> tuple[OptimalSets, SetSVMResult, np.ndarray]:
+                  threshold: float = 1e-3,
+                  max_work: float = MAX_WORK) -> tuple[OptimalSets, SetSVMResult, np.ndarray]:
     """Optimal sets, their set-SVM and the in-set offset p_fin, in one call.
 
     Returns (optimal sets, ``mm.set_svm`` result, p_fin (d,)): the path is predicted to behave
-    like R p^mm / ||p^mm|| + p_fin for large R.
+    like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps :func:`optimal_sets`.
     """
-    opt = optimal_sets(X, Y, head, loss, threshold)
+    opt = optimal_sets(X, Y, head, loss, threshold, max_work)
     svm = set_svm(X, opt.sets, W)
     return opt, svm, set_offset(X, Y, head, opt.sets, W, loss)

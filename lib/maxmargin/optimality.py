@@ -71,21 +71,62 @@ def is_locally_optimal(X, Y, v, alpha, W=None) -> bool:
     return check_selection(X, Y, v, alpha, W).locally_optimal
 
 
-def feasible_selections(X, Y, v, W=None, max_leaves: int = 200_000) -> list[Selection]:
+#: Default cap on the estimated cost of an enumeration, in units of one small SVM solve (about
+#: 1 ms on an idle 2-core machine, 2 ms on a loaded one; see :func:`enumeration_cost`): at
+#: most about 10 s of work.
+MAX_COST = 5_000
+#: A solve of ROWS_PER_UNIT constraint entries (rows x (d + 1)) costs one more unit.
+ROWS_PER_UNIT = 1000
+
+
+def enumeration_cost(selectable: list[int], T: int, d: int) -> float:
+    """Worst-case cost of :func:`feasible_selections`, in units of one small SVM solve.
+
+    ``selectable[k]`` is the number of tokens of sequence k that can be selected on their own.
+    The search tests every prefix of k >= 2 sequences (at most prod_{j<=k} selectable[j] of
+    them, each an SVM of k (T - 1) rows) and solves the ATT-SVM of every full selection; each solve
+    costs 1 + k (T - 1) (d + 1) / ROWS_PER_UNIT units (a fixed overhead plus the NNLS size).
+    """
+    n = len(selectable)
+    cost, prefixes = 0.0, 1.0
+    for k, count in enumerate(selectable, start=1):
+        prefixes *= count
+        solves = prefixes * ((k >= 2) + (k == n))  # prefix tests, then the final checks
+        cost += solves * (1.0 + k * (T - 1) * (d + 1) / ROWS_PER_UNIT)
+    return cost
+
+
+def feasible_selections(X, Y, v, W=None, max_cost: float = MAX_COST) -> list[Selection]:
     """Every feasible selection, each with its ATT-SVM and local-optimality verdict.
 
     Depth-first over sequences: a partial selection that no prompt can realise on the first k
     sequences is pruned with all its completions, and tokens that cannot be selected even in their
-    own sequence are never tried. ``max_leaves`` caps the number of full selections examined.
+    own sequence are never tried.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens; Y : (n,) labels; v : (d,) head; W : (d, d) or None.
+    max_cost : refuse (``ValueError`` naming ``max_cost`` and the estimate) when the worst-case
+        cost :func:`enumeration_cost` exceeds it. The default, 5 000 units of 1 to 2 ms each
+        (measured: 3 100 units took 6 s on a loaded 2-core machine), bounds the work to at most
+        about 10 s; raise it to allow more.
     """
     X = _checks.tokens(X)
-    n, T, _ = X.shape
+    n, T, d = X.shape
     scores(X, Y, v)  # validates Y and v before the search
+    max_cost = _checks.positive_float(max_cost, "max_cost")
+    if n * (T - 1) * (d + 1) / ROWS_PER_UNIT > max_cost:  # even one solve is too much
+        raise ValueError(f"max_cost: one ATT-SVM of this instance costs "
+                         f"{1 + n * (T - 1) * (d + 1) / ROWS_PER_UNIT:.3g} units, above "
+                         f"max_cost={max_cost:g}")
     selectable = [[t for t in range(T) if is_feasible(X[i:i + 1], [t], W)] for i in range(n)]
-    total = int(np.prod([len(c) for c in selectable], dtype=np.float64))
-    if total > max_leaves:
-        raise ValueError(f"X: {total} candidate selections exceed max_leaves={max_leaves}; "
-                         "use a smaller instance")
+    cost = enumeration_cost([len(c) for c in selectable], T, d)
+    if cost > max_cost:
+        raise ValueError(
+            f"max_cost: enumerating the selections of this instance (n={n}, T={T}, d={d}) costs "
+            f"up to {cost:.3g} units (1 to 2 ms each, so "
+            f"{cost / 1000:.3g} to {cost / 500:.3g} s), above max_cost={max_cost:g}; use a smaller instance or "
+            "raise max_cost")
     found: list[Selection] = []
 
     def extend(prefix: list[int]) -> None:
@@ -102,9 +143,12 @@ def feasible_selections(X, Y, v, W=None, max_leaves: int = 200_000) -> list[Sele
     return found
 
 
-def locally_optimal_indices(X, Y, v, W=None) -> list[tuple[int, ...]]:
-    """All locally-optimal selections of a small instance, as tuples of token indices."""
-    return [s.alpha for s in feasible_selections(X, Y, v, W) if s.locally_optimal]
+def locally_optimal_indices(X, Y, v, W=None, max_cost: float = MAX_COST) -> list[tuple[int, ...]]:
+    """All locally-optimal selections of a small instance, as tuples of token indices.
+
+    ``max_cost`` bounds the work as in :func:`feasible_selections` (default: about 10 s).
+    """
+    return [s.alpha for s in feasible_selections(X, Y, v, W, max_cost) if s.locally_optimal]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -142,13 +186,13 @@ class SelectionCensus:
         return self.global_selection in self.locally_optimal
 
 
-def selection_census(X, Y, v, W=None, max_leaves: int = 200_000) -> SelectionCensus:
+def selection_census(X, Y, v, W=None, max_cost: float = MAX_COST) -> SelectionCensus:
     """Enumerate the selections of a small instance and count the feasible and locally-optimal ones.
 
     Parameters
     ----------
     X : (n, T, d) tokens; Y : (n,) labels; v : (d,) head; W : (d, d) or None.
-    max_leaves : cap passed to :func:`feasible_selections`.
+    max_cost : cap on the estimated work, passed to :func:`feasible_selections`.
 
     Returns
     -------
@@ -158,7 +202,7 @@ def selection_census(X, Y, v, W=None, max_leaves: int = 200_000) -> SelectionCen
     X = _checks.tokens(X)
     n, T, _ = X.shape
     opt = tuple(int(t) for t in optimal_indices(X, Y, v))
-    found = feasible_selections(X, Y, v, W, max_leaves=max_leaves)
+    found = feasible_selections(X, Y, v, W, max_cost=max_cost)
     return SelectionCensus(
         total=T ** n,
         feasible=len(found),

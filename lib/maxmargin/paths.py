@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks, _kernels
+from ._least_distance import norm as vector_norm
+from ._least_distance import row_norms
 from .heads import MLPHead, head_objective
 from .losses import Loss, get_loss
 from .model import risk, risk_grad
@@ -57,7 +59,7 @@ class RegularizationPath:
     @property
     def directions(self) -> np.ndarray:
         """(k, d) unit vectors p_bar(R) / ||p_bar(R)||."""
-        return self.points / np.linalg.norm(self.points, axis=1, keepdims=True)
+        return self.points / row_norms(self.points)[:, None]
 
     def cosine(self, direction) -> np.ndarray:
         """(k,) cosine of each p_bar(R) with ``direction`` (d,)."""
@@ -78,7 +80,9 @@ def regularization_path(X, Y, v, radii, W=None, loss: str | Loss = "logistic", s
     ----------
     X, Y, W : the instance, shapes (n, T, d), (n,), (d, d) or None.
     v : (d,) the linear head (the paper's model, risk ``mm.risk``), or an :class:`MLPHead`.
-    radii : (k,) positive increasing radii.
+    radii : (k,) positive increasing radii, at most 1e300 / max ||k|| (with max ||k|| an upper
+        bound on the keys and on twice their differences): beyond, the logits R k^T u leave
+        float64 and ``ValueError`` names ``radii`` and the limit.
     loss : "logistic", "exponential", "correlation" or a ``Loss``.
     starts : number of seeded random starts on each sphere (the previous solution, scaled to the
         new radius, is always added).
@@ -107,6 +111,7 @@ def regularization_path(X, Y, v, radii, W=None, loss: str | Loss = "logistic", s
     steps = _checks.positive_int(steps, "steps")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise TypeError(f"seed: expected an integer, got {type(seed).__name__}")
+    _radius_range(X, W, radii)
     objective = _objective(X, Y, v, W, loss)
     with _kernels.threads_for(0):  # many tiny solves: one torch thread
         return _path(X, W, objective, radii, starts, seed, steps, cone)
@@ -142,8 +147,8 @@ def _path(X, W, objective, radii, starts, seed, steps, cone) -> RegularizationPa
     previous = None
     for j, R in enumerate(radii):
         candidates = random_dirs * R
-        if previous is not None and np.linalg.norm(previous) > 0:
-            candidates = np.vstack([previous * (R / np.linalg.norm(previous)), candidates])
+        if previous is not None and vector_norm(previous) > 0:
+            candidates = np.vstack([(previous / vector_norm(previous)) * R, candidates])
         q_all = _projected_descent(f, candidates, R, axis, cos_angle, steps)
         best = None
         for q0 in q_all:
@@ -205,6 +210,23 @@ def _radii(radii) -> np.ndarray:
     return radii
 
 
+#: Largest R max_{i,t,tau} ||k_it - k_itau|| accepted: logits and their differences stay finite.
+LOGIT_LIMIT = 1e300
+
+
+def _radius_range(X: np.ndarray, W, radii: np.ndarray) -> None:
+    """Refuse radii whose logits R ||k|| could overflow float64 (``radii`` named, with the limit)."""
+    K = _kernels.keys(X, W)
+    spread = float(np.max(np.abs(K - K[:, :1]).sum(axis=2)))  # >= every ||k_it - k_i0||
+    size = float(np.max(np.abs(K).sum(axis=2)))              # >= every ||k_it||
+    reach = max(2.0 * spread, size)
+    if reach > 0 and radii[-1] > LOGIT_LIMIT / reach:
+        raise ValueError(
+            f"radii: R = {radii[-1]:.3g} is beyond the representable range: the logits "
+            f"R k_it^T u reach R times {reach:.3g}, above {LOGIT_LIMIT:.0e}; the largest "
+            f"accepted radius for these keys is {LOGIT_LIMIT / reach:.3g}")
+
+
 def _cone(cone, Q: np.ndarray, d: int):
     try:
         direction, angle = cone
@@ -229,15 +251,15 @@ def _project_cone(q: np.ndarray, axis, cos_angle, R) -> np.ndarray:
     if axis is not None:
         a = q @ axis
         w = q - a[:, None] * axis
-        b = np.linalg.norm(w, axis=1)
+        b = row_norms(w)
         sin_angle = np.sqrt(1.0 - cos_angle**2)
-        outside = b * cos_angle > a * sin_angle + 1e-15 * np.linalg.norm(q, axis=1)
+        outside = b * cos_angle > a * sin_angle + 1e-15 * row_norms(q)
         unit_w = np.divide(w, b[:, None], out=np.zeros_like(w), where=b[:, None] > 0)
         edge = cos_angle * axis + sin_angle * unit_w
         reach = np.maximum(np.einsum("ij,ij->i", q, edge), 0.0)
         q = np.where(outside[:, None], reach[:, None] * edge, q)
     if R is not None:
-        norms = np.linalg.norm(q, axis=1, keepdims=True)
+        norms = row_norms(q)[:, None]
         q = q * np.minimum(1.0, R / np.maximum(norms, 1e-300))
     return q
 
@@ -254,28 +276,37 @@ def _projected_descent(f, q, R, axis, cos_angle, steps):
 
 
 def _polish(f, q0, R, axis, cos_angle):
-    """SLSQP on the scaled objective (L(q) - L(q0)) / (R ||grad L(q0)||); keeps q0 if not better."""
+    """SLSQP on the scaled objective (L(q) - L(q0)) / (R ||grad L(q0)||); keeps q0 if not better.
+
+    SLSQP runs on x = q / unit: unit = 1 up to R = 1e100, and unit = R beyond (the unit ball),
+    so that neither R^2 nor the iterates' squares overflow float64 (R^2 does above 1e154)."""
     from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
 
     value0, grad0 = f(q0[None])
-    scale = max(R * float(np.linalg.norm(grad0[0])), 1e-300)
+    gnorm = max(float(np.linalg.norm(grad0[0])), 1e-300)
+    scale = max(R * gnorm, 1e-300)
+    unit = 1.0 if R <= 1e100 else R
 
-    def fun(q):
-        value, grad = f(q[None])
-        return float((value[0] - value0[0]) / scale), grad[0] / scale
+    def fun(x):
+        value, grad = f((unit * x)[None])
+        return float((value[0] - value0[0]) / scale), (grad[0] / gnorm) * (unit / R)
 
-    constraints = [{"type": "ineq", "fun": lambda q: (R * R - q @ q) / (R * R), "jac": lambda q: -2 * q / (R * R)}]
+    def ball(x):
+        u = x * (unit / R)
+        return 1.0 - u @ u
+
+    constraints = [{"type": "ineq", "fun": ball, "jac": lambda x: -2 * x * (unit / R) ** 2}]
     if axis is not None:
-        def cone_fun(q):
-            return (q @ axis - cos_angle * np.linalg.norm(q)) / R
+        def cone_fun(x):
+            return (x @ axis - cos_angle * np.linalg.norm(x)) * (unit / R)
 
-        def cone_jac(q):
-            return (axis - cos_angle * q / max(np.linalg.norm(q), 1e-300)) / R
+        def cone_jac(x):
+            return (axis - cos_angle * x / max(np.linalg.norm(x), 1e-300)) * (unit / R)
 
         constraints.append({"type": "ineq", "fun": cone_fun, "jac": cone_jac})
-    res = minimize(fun, q0, jac=True, method="SLSQP", constraints=constraints,
+    res = minimize(fun, q0 / unit, jac=True, method="SLSQP", constraints=constraints,
                    options={"ftol": 1e-16, "maxiter": 300})
-    q = _project_cone(res.x[None], axis, cos_angle, R)[0]
+    q = _project_cone((unit * res.x)[None], axis, cos_angle, R)[0]
     if not np.all(np.isfinite(q)):
         return q0
     v_new, g_new = f(q[None])
@@ -295,7 +326,7 @@ def _kkt(q, g, R, axis, cos_angle, tol: float = 1e-9):
     from scipy.optimize import nnls  # deferred: importing SciPy costs about 0.5 s
 
     normals, which = [], []
-    norm = np.linalg.norm(q)
+    norm = vector_norm(q)
     on_ball = norm >= R * (1 - tol)
     if on_ball:
         normals.append(q / norm)

@@ -23,6 +23,15 @@ in :data:`SOLVERS`. Two are registered and agree to 1e-6 (the tests check it):
 
 Infeasible problems raise ``ValueError`` naming the sequence, or a small group of sequences,
 that no direction can separate (:mod:`._infeasibility`).
+
+Scale and certificate (fast solver). Every problem is solved in units of its own data, so
+X -> c X gives exactly p -> p / c for any c that float64 represents (the Lagrange multipliers,
+which scale like 1 / c^2, must be representable too, else ``ValueError`` naming ``X``/``R``).
+Every returned solution passes the KKT certificate of :mod:`._least_distance` (primal and dual
+feasibility, complementary slackness and stationarity, each to a relative 1e-9); a problem on
+which no point passes, or whose feasibility float64 cannot decide, raises
+:class:`IllConditionedError` (a ``ValueError``) with the condition estimate. The cvxpy solver is
+the independent reference, with Clarabel's own tolerances (1e-10), and is not certified.
 """
 from __future__ import annotations
 
@@ -34,13 +43,13 @@ import numpy as np
 
 from . import _checks, _infeasibility, _kernels
 from . import _least_distance as _ldp
-from ._least_distance import least_distance
+from ._least_distance import IllConditionedError, least_distance
 
 if TYPE_CHECKING:
     import cvxpy as cp
 
 __all__ = [
-    "SOLVERS", "Program", "Solver", "JointSVMs", "SVMResult", "SetSVMResult", "VSVMResult",
+    "SOLVERS", "IllConditionedError", "Program", "Solver", "JointSVMs", "SVMResult", "SetSVMResult", "VSVMResult",
     "WSVMResult", "att_svm", "att_svm_problem", "is_feasible", "joint_svms", "least_distance",
     "set_svm", "set_svm_problem", "v_svm", "v_svm_problem", "w_svm", "w_svm_problem",
 ]
@@ -69,7 +78,7 @@ class _PromptSolution:
     @property
     def norm(self) -> float:
         """||p||."""
-        return float(np.linalg.norm(self.p))
+        return _ldp.norm(self.p)
 
     @property
     def direction(self) -> np.ndarray:
@@ -145,7 +154,7 @@ class VSVMResult:
     @property
     def norm(self) -> float:
         """||v||."""
-        return float(np.linalg.norm(self.v))
+        return _ldp.norm(self.v)
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,6 +258,35 @@ SOLVERS: dict[str, Solver] = {
 }
 
 
+def _run(solve: Solver, program: Program, infeasible: Callable[[], Exception], name: str):
+    """(solution, multipliers or None) of ``program``, or the error: ``infeasible()`` when the
+    solver finds no point, the same explanation as an :class:`IllConditionedError` when the
+    fast solver can only prove that every point lies beyond its resolution, and a ValueError
+    naming the data argument ``name`` when the problem is ill-conditioned or out of range."""
+    try:
+        solved = solve(program)
+    except IllConditionedError as error:
+        if error.distance is None:
+            raise IllConditionedError(f"{name}: {error}") from None
+        try:
+            explanation = f"; within that resolution, {infeasible()}"
+        except IllConditionedError:  # the parts are ill-conditioned too: blame no group
+            explanation = ""
+        raise IllConditionedError(f"{name}: {error}{explanation}", error.distance) from None
+    except _ldp.ScaleError as error:
+        raise ValueError(f"{name}: {error}; rescale the data") from None
+    if solved is None:
+        raise infeasible()
+    return solved
+
+
+def _multipliers(mu: np.ndarray | None, name: str) -> np.ndarray:
+    if mu is None:
+        raise ValueError(f"{name}: the Lagrange multipliers scale like 1 / scale^2 and leave "
+                         "the range of float64 at this data scale; rescale the data")
+    return mu
+
+
 def _solver(solver) -> Solver:
     if not isinstance(solver, str) or solver not in SOLVERS:
         raise ValueError(f"solver: expected one of {tuple(SOLVERS)}, got {solver!r}")
@@ -293,6 +331,11 @@ def _tight(values: np.ndarray, target, sizes: np.ndarray, norm: float, tol: floa
     """Constraints g^T p equal to their right-hand side up to rounding:
     |g^T p - target| <= tol * max(1, ||g|| ||p||), since ||g|| ||p|| is the scale of g^T p."""
     return np.abs(values - target) <= tol * np.maximum(1.0, sizes * norm)
+
+
+def _sizes(D: np.ndarray) -> np.ndarray:
+    """||D[i, t]|| for D (n, T, d), without overflow (shape (n, T))."""
+    return _ldp.row_norms(D.reshape(-1, D.shape[-1])).reshape(D.shape[:-1])
 
 
 def _variable(size, name: str) -> cp.Variable:
@@ -372,6 +415,9 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
     ------
     ValueError : bad inputs, or no p satisfies the constraints (the message names the sequence
         or a small group of sequences that conflict).
+    IllConditionedError : (a ValueError) no point passes the KKT certificate to a relative
+        1e-9, or every feasible p is longer than 1e10 times the norm that the most demanding
+        constraint alone requires (the message gives the estimate); see the module docstring.
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
     """
     D, alpha, b, relaxed = _att_inputs(X, alpha, W, relaxed)
@@ -384,15 +430,14 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
     if relaxed.all():  # every right-hand side is 0: p = 0 is optimal (margin inf)
         p = np.zeros(d)
     else:
-        solved = solve(Program(G, h, readable=lambda: _att_problem(G, h)))
-        if solved is None:
-            raise _selection_infeasible(D, alpha, b)
-        p, mu[seq, tok] = solved
+        program = Program(G, h, readable=lambda: _att_problem(G, h))
+        p, mu_rows = _run(solve, program, lambda: _selection_infeasible(D, alpha, b), "X")
+        mu[seq, tok] = _multipliers(mu_rows, "X")
 
     others = _others(alpha, T)
     values = _values(D, p, others)
-    norm = float(np.linalg.norm(p))
-    support = others & _tight(values, b[:, None], np.linalg.norm(D, axis=2), norm, tol)
+    norm = _ldp.norm(p)
+    support = others & _tight(values, b[:, None], _sizes(D), norm, tol)
     return SVMResult(
         p=_readonly(p),
         margin=_margin(norm),
@@ -407,11 +452,24 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
 def is_feasible(X, alpha, W=None, relaxed=None) -> bool:
     """Whether ATT-SVM for ``alpha`` has a solution; returns False instead of raising.
 
-    Inputs are validated as in :func:`att_svm` (bad shapes still raise).
+    Inputs are validated as in :func:`att_svm` (bad shapes still raise). Feasible means: some p
+    satisfies the constraints with ||p|| at most 1e10 L, where L = max 1 / ||k_{i,alpha_i} -
+    k_it|| is the norm that the most demanding constraint alone requires (scale-free: the
+    answer does not change with the units of X); a problem whose every solution lies farther
+    is reported infeasible (see :mod:`._least_distance`).
+
+    Raises
+    ------
+    IllConditionedError : (a ValueError) the solution fails its KKT certificate.
     """
     D, alpha, b, _ = _att_inputs(X, alpha, W, relaxed)
     G, h, _, _ = _att_rows(D, alpha, b)
-    return _ldp.solve(G, h) is not None
+    try:
+        return _ldp.feasible(G, h)
+    except IllConditionedError as error:
+        raise IllConditionedError(f"X: {error}") from None
+    except _ldp.ScaleError as error:
+        raise ValueError(f"X: {error}; rescale the data") from None
 
 
 def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Exception:
@@ -420,7 +478,7 @@ def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Ex
 
     def feasible(group: list[int]) -> bool:
         sub = others[group]
-        return _ldp.solve(D[group][sub], np.repeat(b[group], sub.sum(axis=1))) is not None
+        return _ldp.feasible(D[group][sub], np.repeat(b[group], sub.sum(axis=1)))
 
     return _infeasibility.selection(D, alpha, b, feasible)
 
@@ -500,22 +558,25 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
     Returns
     -------
     SetSVMResult
+
+    Raises
+    ------
+    ValueError : bad inputs, or no p serves every set.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     K, sets = _set_inputs(X, sets, W)
     solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     E, E_seq, G, G_seq = _set_rows(K, sets)
 
-    solved = solve(Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E))
-    if solved is None:
-        raise _set_infeasible(sets, E, E_seq, G, G_seq)
-    p = solved[0]
+    program = Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E)
+    p = _run(solve, program, lambda: _set_infeasible(sets, E, E_seq, G, G_seq), "X")[0]
 
     scores = K @ p
     lowest_in_set = np.where(sets, scores, np.inf).min(axis=1)
     values = np.where(sets, np.inf, lowest_in_set[:, None] - scores)
-    norm = float(np.linalg.norm(p))
-    sizes = np.linalg.norm(_differences(K, np.argmax(sets, axis=1)), axis=2)
+    norm = _ldp.norm(p)
+    sizes = _sizes(_differences(K, np.argmax(sets, axis=1)))
     return SetSVMResult(
         p=_readonly(p),
         margin=_margin(norm),
@@ -528,8 +589,7 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
 def _set_infeasible(sets, E, E_seq, G, G_seq) -> Exception:
     def feasible(group: list[int]) -> bool:
         rows = np.isin(G_seq, group)
-        return _ldp.solve_with_equalities(E[np.isin(E_seq, group)], G[rows],
-                                          np.ones(rows.sum())) is not None
+        return _ldp.feasible(G[rows], np.ones(rows.sum()), E[np.isin(E_seq, group)])
 
     return _infeasibility.token_sets(sets, feasible)
 
@@ -580,6 +640,11 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     Returns
     -------
     VSVMResult
+
+    Raises
+    ------
+    ValueError : bad inputs, or the samples are not separable through the origin.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     R, Y = _v_inputs(R, Y)
     solve = _solver(solver)
@@ -587,16 +652,15 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     G = Y[:, None] * R
     ones = np.ones(len(G))
 
-    solved = solve(Program(G, ones, readable=lambda: _v_problem(R, Y)))
-    if solved is None:
-        raise _v_infeasible(G)
-    v, mu = solved
+    program = Program(G, ones, readable=lambda: _v_problem(R, Y))
+    v, mu = _run(solve, program, lambda: _v_infeasible(G), "R")
+    mu = _multipliers(mu, "R")
 
     margins = G @ v
-    support = _tight(margins, 1.0, np.linalg.norm(R, axis=1), float(np.linalg.norm(v)), tol)
+    support = _tight(margins, 1.0, _ldp.row_norms(R), _ldp.norm(v), tol)
     return VSVMResult(
         v=_readonly(v),
-        margin=_margin(float(np.linalg.norm(v))),
+        margin=_margin(_ldp.norm(v)),
         margins=_readonly(margins),
         support=_readonly(support),
         multipliers=_readonly(np.where(support, np.maximum(mu, 0.0), 0.0)),
@@ -605,7 +669,7 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
 
 def _v_infeasible(G: np.ndarray) -> Exception:
     def feasible(group: list[int]) -> bool:
-        return _ldp.solve(G[group], np.ones(len(group))) is not None
+        return _ldp.feasible(G[group], np.ones(len(group)))
 
     return _infeasibility.classifier(len(G), feasible)
 
@@ -688,6 +752,11 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     Returns
     -------
     WSVMResult
+
+    Raises
+    ------
+    ValueError : bad inputs, or no W ranks every selected token first.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     D, alpha, Z = _w_inputs(X, alpha, Z)
     solve = _solver(solver)
@@ -704,15 +773,12 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     else:
         G, _, _ = _w_rows(D, alpha, Z)
         program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
-    solved = solve(program)
-    if solved is None:
-        raise _w_infeasible(D, alpha, Z)
-    W = solved[0]
+    W = _run(solve, program, lambda: _w_infeasible(D, alpha, Z), "X")[0]
 
     queries = np.broadcast_to(Z, (n, d))
     values = np.where(others, np.einsum("ita,ab,ib->it", D, W, queries), np.inf)
-    norm = float(np.linalg.norm(W))
-    sizes = np.linalg.norm(D, axis=2) * np.linalg.norm(queries, axis=1)[:, None]
+    norm = _ldp.norm(W)
+    sizes = _sizes(D) * _ldp.row_norms(queries)[:, None]
     return WSVMResult(
         W=_readonly(W),
         norm=norm,
@@ -727,7 +793,7 @@ def _w_infeasible(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> Exception:
 
     def feasible(group: list[int]) -> bool:
         rows = np.isin(seq, group)
-        return _ldp.solve(G[rows], np.ones(rows.sum())) is not None
+        return _ldp.feasible(G[rows], np.ones(rows.sum()))
 
     queries = np.broadcast_to(Z, (D.shape[0], D.shape[2]))
     return _infeasibility.key_query(D, alpha, queries, feasible)

@@ -46,7 +46,7 @@ import numpy as np
 
 from . import _checks, _kernels
 from .optimality import optimal_indices
-from .svm import att_svm
+from .svm import IllConditionedError, att_svm
 
 GAP_TOL = 1e-9    # gap_u > 1 + GAP_TOL * max(1, ||k_{i t_i} - k_iu|| ||q||)
 SCORE_TOL = 1e-9  # equal scores: |gamma_iu - gamma_{i t_i}| <= SCORE_TOL * max_{i,t} |gamma_it|
@@ -96,6 +96,8 @@ def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
     ------
     ValueError : bad shapes or values, two tokens tied for the highest score in a sequence, or
         n > max_sequences.
+    IllConditionedError : (a ValueError) the ATT-SVM of some complement is ill-conditioned
+        (never read as "cannot be separated").
     TypeError : non-numeric arrays, or a non-integer ``max_sequences``.
     """
     X = _checks.tokens(X)
@@ -130,6 +132,8 @@ def _trap(K, gamma, opt, S, score_tol) -> TrapSet | None:
     keep = np.setdiff1d(np.arange(n), S)
     try:
         q = att_svm(K[keep], opt[keep]).p  # the keys as tokens, W = I: x^T W p = k^T p
+    except IllConditionedError:  # not a verdict: let the caller see it
+        raise
     except ValueError:  # documented: the complement cannot be separated
         return None
     q_norm = float(np.linalg.norm(q))

@@ -202,26 +202,25 @@ def test_gd_W_normalized_step_of_a_tiny_gradient_has_length_lr():
 
 
 # ----------------------------------------------------------------------------------------------
-# Known bugs of the fast least-distance solver, pinned as strict xfails (found while writing the
-# mutation check; reported, not fixed here). When a fix lands these XPASS and fail: remove the
-# marker then.
+# Bugs of the fast least-distance solver found while writing the mutation check (issue 11),
+# fixed in issue 13: an exact solve on the active rows with a KKT certificate, and feasibility
+# decided in units of the data.
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="fast solver: 2% error at ||p|| = 1e7 (nearly parallel normalized rows)")
 def test_att_svm_is_accurate_for_a_solution_of_norm_1e7():
     """By hand: the rows (1e-7, +-1) give p1 1e-7 +- p2 >= 1, so p = (1e7, 0), well inside the
-    documented range ||p|| < 1 / tol = 1e10. Today the fast solver returns (1.0235e7, -0.0057)."""
+    documented range ||p|| < 1 / tol = 1e10. Before issue 13 the fast solver returned
+    (1.0235e7, -0.0057)."""
     X = np.array([[[1e-7, 1.0], [0.0, 0.0]], [[1e-7, -1.0], [0.0, 0.0]]])
     result = mm.att_svm(X, [0, 0])
     np.testing.assert_allclose(result.p, [1e7, 0.0], rtol=1e-8, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="fast solver: infeasible, badly scaled ATT-SVM returns p = (-inf, inf)")
 def test_badly_scaled_infeasible_att_svm_is_reported_infeasible():
     """Seven sequences of two tokens (g_j, 0) whose rows g_j span 1e-9 to 3e7: the LP
-    G p >= 1 is infeasible (HiGHS; cvxpy/Clarabel names the group [2, 4, 5]), yet today the fast
-    solver returns p = (-inf, inf) with margin 0 and ``is_feasible`` says True."""
+    G p >= 1 is infeasible (HiGHS; cvxpy/Clarabel names the group [2, 4, 5]), yet before issue 13
+    the fast solver returned p = (-inf, inf) with margin 0 and ``is_feasible`` said True."""
     from scipy.optimize import linprog
 
     G = np.array([[2e-2, -6e-1], [9.0, 2.0], [2e-9, 4e-9], [-2.0, -10.0], [4e-5, -3e-5],
