@@ -122,6 +122,22 @@ def tiny_exponential_instance():
     return X2, np.ones(2), np.array([0.0, 1.0]), np.array([0.3, 0.0])
 
 
+@pytest.mark.parametrize("name", sorted(mm.LOSSES))
+def test_log_value_and_log_slope_of_each_loss(name):
+    """Where a loss gives log l(x) and log(-l'(x)), they match the formula in 80 digits, far
+    beyond exp's overflow (bug caught: a wrong sign or a missing minus in the log forms)."""
+    loss = mm.LOSSES[name]
+    f = lambda x: eval(loss.formula, {"__builtins__": {}}, {"log": mpmath.log, "exp": mpmath.exp, "x": x})  # noqa: E731
+    points = np.array([-1e5, -800.0, -3.0, 0.0, 2.5, 700.0])
+    for fn, exact in ((loss.log_value, lambda x: mpmath.log(f(x))),
+                      (loss.log_slope, lambda x: mpmath.log(-mpmath.diff(f, x)))):
+        if fn is None:
+            continue
+        expected = np.array([float(exact(mpmath.mpf(x))) for x in points])
+        np.testing.assert_allclose(fn(points), expected, rtol=1e-13)
+    assert name != "exponential" or loss.log_value is not None and loss.log_slope is not None
+
+
 def test_exponential_risk_is_finite_when_its_mean_is_representable():
     X2, Y2, v2, q = tiny_exponential_instance()
     _, _, total, grad = mp_model(X2, Y2, v2, q, None, "exponential")
@@ -358,6 +374,22 @@ WORK = [
 def test_unbounded_work_is_refused_with_its_estimate(name, call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_refusal_states_the_memory_the_run_would_record():
+    """The estimate in the message is the size of what gd records: per run and step the iterate
+    (d), the margins and the attention on and off the tracked tokens (3 n) and the loss (1), for
+    steps + 1 recorded steps, plus the final attention (n T per run). Bug caught: an estimate
+    that leaves out the batch (or a dimension), which would let a run exhaust the memory."""
+    import re
+
+    n, T, d = X.shape
+    for B, steps in ((2, 10**10), (50, 10**9)):
+        with pytest.raises(ValueError) as error:
+            mm.gd(X, Y, v, np.zeros((B, d)), steps, 0.1, W=W)
+        stated = float(re.search(r"and ([0-9.e+]+) GB of memory", str(error.value)).group(1))
+        expected = 8.0 * ((steps + 1) * B * (d + 3 * n + 1) + B * n * T) / 1e9
+        assert stated == pytest.approx(expected, rel=1e-2), str(error.value)
 
 
 def test_work_just_inside_the_limit_runs():
