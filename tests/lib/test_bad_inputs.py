@@ -145,6 +145,12 @@ def test_exponential_risk_is_finite_when_its_mean_is_representable():
     assert mm.risk(X2, Y2, v2, q, loss="exponential") == pytest.approx(float(total), rel=1e-12)
     np.testing.assert_allclose(mm.risk_grad(X2, Y2, v2, q, loss="exponential"), to_float(grad),
                                rtol=1e-10)
+    Z = np.array([q, [0.5, -0.25]])  # the same risk as a function of W, one query per sequence
+    _, _, total_W, grad_W = mp_model(X2, Y2, v2, None, np.eye(2), "exponential", queries=Z)
+    assert mm.risk_W(X2, Y2, v2, np.eye(2), Z, loss="exponential") == pytest.approx(float(total_W), rel=1e-12)
+    np.testing.assert_allclose(mm.risk_grad_W(X2, Y2, v2, np.stack([np.eye(2), np.eye(2)]), Z,
+                                              loss="exponential"),
+                               np.stack([to_float(grad_W)] * 2), rtol=1e-10)
 
 
 @pytest.mark.parametrize("call", ["risk", "risk_grad", "risk_grad_v", "optimal_risk", "excess_risk"])
