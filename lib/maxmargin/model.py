@@ -30,18 +30,18 @@ def softmax(a, axis: int = -1) -> np.ndarray:
     a = _checks._as_float_array(a, "a")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -a.ndim <= axis < a.ndim:
         raise ValueError(f"axis: expected an axis of an array with {a.ndim} dimensions, got {axis!r}")
-    if np.any(np.isnan(a) | (a == np.inf)):
+    if not np.isfinite(a).all():
         _checks.finite(np.where(a == -np.inf, 0.0, a), "a")  # names the first NaN or +inf
-    if a.size and np.any(np.max(a, axis=axis) == -np.inf):
-        raise ValueError("a: a slice along axis has every logit -inf (nothing to attend to)")
-    return _softmax(a, axis)
+        if a.size and np.any(np.max(a, axis=axis) == -np.inf):
+            raise ValueError("a: a slice along axis has every logit -inf (nothing to attend to)")
+    with np.errstate(over="ignore"):  # a difference beyond float64 is -inf, whose exp is 0
+        return _softmax(a, axis)
 
 
 def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
     """Softmax of validated logits along ``axis``."""
     a = np.asarray(a, dtype=np.float64)
-    with np.errstate(over="ignore"):  # a difference beyond float64 is -inf, whose exp is 0
-        e = np.exp(a - a.max(axis=axis, keepdims=True))
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
 
@@ -371,10 +371,10 @@ def _rescaled(grad: torch.Tensor, log_factor, loss: Loss) -> np.ndarray:
         with np.errstate(divide="ignore", over="ignore"):
             g = np.sign(g) * np.exp(np.log(np.abs(g)) + log_factor)
     if not np.all(np.isfinite(g)):
-        worst = float(np.max(log_factor)) / np.log(10.0) if log_factor is not None else np.inf
-        raise ValueError(f"v: with the {loss.name} loss the gradient is about 10^{worst:.0f} or "
-                         f"more, beyond float64 (at most 1.8e308); scale v or X down, or use "
-                         f"loss='logistic'")
+        scale = "" if log_factor is None else \
+            f" (the loss's slope reaches about 10^{float(np.max(log_factor)) / np.log(10.0):.0f})"
+        raise ValueError(f"v: with the {loss.name} loss the gradient exceeds float64 (at most "
+                         f"1.8e308){scale}; scale v or X down, or use loss='logistic'")
     return g
 
 
