@@ -186,7 +186,9 @@ def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
     approached only as ||p|| -> inf and reached by no finite p. Otherwise the infimum is strictly
     larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
     """
-    gamma = scores(X, Y, v)
+    X = _checks.tokens(X)
+    n, _, d = X.shape
+    gamma = _scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
     return float(mean_loss(get_loss(loss), gamma.max(axis=-1), axis=0))
 
 

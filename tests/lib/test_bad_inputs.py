@@ -274,6 +274,8 @@ CASES = [  # (id, call, error, message that must match at the start)
     ("risk_W queries strings", lambda: mm.risk_W(X, Y, v, np.eye(3), ["a", "b", "c"]), TypeError, r"^queries: "),
     ("risk_W W None", lambda: mm.risk_W(X, Y, v, None, p), TypeError, r"^W: "),
     ("risk_grad_W v wrong", lambda: mm.risk_grad_W(X, Y, np.ones(4), np.eye(3), p), ValueError, r"^v: "),
+    ("optimal_risk batched v", lambda: mm.optimal_risk(X, Y, np.ones((2, 3))), ValueError,
+     r"^v: expected shape \(3,\)"),
     ("X empty n = 0", lambda: mm.risk(X[:0], Y[:0], v, p), ValueError, r"^X: .*at least one sequence"),
     ("X d = 0", lambda: mm.attention(np.zeros((2, 3, 0)), np.zeros(0)), ValueError, r"^X: "),
     ("X T = 1", lambda: mm.risk(X[:, :1], Y, v, p, W), ValueError, r"^X: .*at least 2 tokens"),
