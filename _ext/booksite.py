@@ -7,7 +7,14 @@ What it does, and why:
   chapter whose execution failed, this extension writes `_build/html/reports/<chapter>.err.log`
   (the chapter, the failing cell's source and its Python traceback, without terminal colours),
   prints the same summary as the last lines of the build log, and makes the build exit non-zero,
-  with or without -W. Reports of chapters that now succeed are deleted.
+  with or without -W. Every failing chapter of the run is reported, each once. A cell over the
+  time limit reads "timed out after N s in cell k of chapter X". Reports of chapters that now
+  succeed are deleted.
+* **A timeout reads as a timeout.** When a cell times out while it still prints, nbclient closes
+  the kernel's channels under its own output poller, which then died with a ZMQError (or an
+  AssertionError on IPC sockets) printed as "Task exception was never retrieved" before the
+  build's summary: a second, misleading traceback. The poller now ends quietly when its channel
+  was closed under it (the timeout itself is reported in the summary).
 * **Chapter kernels log nothing that looks like an error.** ipykernel warns "Kernel is running
   over TCP without encryption" for every kernel nbclient starts, and jupyter_client interrupts
   (SIGINT) each kernel before shutting it down, which now and then lands while the kernel still
@@ -115,6 +122,16 @@ def _line_of(source_text: str, cell: str) -> int | None:
     return None if at < 0 else source_text.count("\n", 0, at) + 1
 
 
+def _cell_number(source_text: str, line: int | None) -> int | None:
+    """1-based number of the code cell whose code starts at ``line`` (None if unknown): the
+    number of code-cell directives above that line, as Jupyter numbers cells (`Cell In[k]`)."""
+    if line is None:
+        return None
+    above = source_text.splitlines()[:line - 1]
+    count = sum(1 for text in above if re.match(r"^\s*(`{3,}|:{3,})\{code-cell\}", text))
+    return count or None
+
+
 def _last_error_line(traceback: str) -> str:
     for line in reversed(traceback.splitlines()):
         if re.match(r"^\w[\w.]*(Error|Exception|Exit|Interrupt|Warning)\b", line.strip()):
@@ -129,11 +146,14 @@ def describe_failure(app: Sphinx, docname: str, exec_data: dict) -> tuple[str, s
     chapter = _relative(path, Path(app.srcdir))
     raw = ANSI.sub("", exec_data.get("traceback") or exec_data.get("error") or "")
     kind, source, traceback = _split_error(raw)
-    line = _line_of(path.read_text(encoding="utf8"), source) if source and path.exists() else None
+    text = path.read_text(encoding="utf8") if path.exists() else ""
+    line = _line_of(text, source) if source and text else None
+    cell = _cell_number(text, line)
     where = chapter + (f", line {line}" if line else "")
     if kind == "CellTimeoutError":
-        reason = (f"a cell exceeded the execution timeout of {app.config.nb_execution_timeout} s "
-                  "(`execute: timeout` in _config.yml)")
+        limit = _timeout_seconds(traceback) or app.config.nb_execution_timeout
+        reason = (f"timed out after {limit} s in {f'cell {cell}' if cell else 'a cell'} of "
+                  f"chapter {chapter} (the per-cell limit, `execute: timeout` in _config.yml)")
     else:
         reason = _last_error_line(traceback) or exec_data.get("error") or kind
     shown = source.splitlines()
@@ -154,6 +174,12 @@ def describe_failure(app: Sphinx, docname: str, exec_data: dict) -> tuple[str, s
               f"\nThe error as nbclient raised it in the build:\n{raw.strip()}\n")
     closing = f"FAILED {where}: {reason}"
     return summary, report, closing
+
+
+def _timeout_seconds(message: str) -> int | None:
+    """The limit nbclient states ("... timed out ..., after N seconds"), if it states one."""
+    found = re.search(r"after (\d+) seconds", message)
+    return int(found.group(1)) if found else None
 
 
 def _report_path(app: Sphinx, docname: str) -> Path:
@@ -298,6 +324,33 @@ def _quiet_kernels() -> None:
                 await super()._async_interrupt_kernel()
 
     NotebookClient._kernel_manager_class_default = lambda self: BookKernelManager
+    _quiet_output_poller(NotebookClient)
+
+
+def _quiet_output_poller(client_class) -> None:
+    """Let nbclient's IOPub poller end quietly when its channel was closed under it.
+
+    After a cell times out (or the kernel dies), nbclient cancels the poller and closes the
+    kernel's channels; a poller that had just been woken by output then reads from a closed
+    socket and fails (ZMQError, or AssertionError on IPC), and asyncio prints that failure as
+    "Task exception was never retrieved" with a traceback unrelated to the chapter. Failures of
+    a poller whose channel is still open are raised as before.
+    """
+    original = client_class._async_poll_output_msg
+    if getattr(original, "_booksite_quiet", False):
+        return
+
+    async def poll_output(self, parent_msg_id, cell, cell_index):
+        try:
+            return await original(self, parent_msg_id, cell, cell_index)
+        except Exception:
+            channel = getattr(self.kc, "_iopub_channel", None) if self.kc is not None else None
+            if channel is None or getattr(channel, "socket", None) is None:
+                return None  # closed under the poller: the timeout is reported by the summary
+            raise
+
+    poll_output._booksite_quiet = True
+    client_class._async_poll_output_msg = poll_output
 
 
 # ----------------------------------------------------------------------------- page assets

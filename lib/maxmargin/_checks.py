@@ -11,6 +11,8 @@ import numpy as np
 def _as_float_array(value, name: str) -> np.ndarray:
     if value is None:
         raise TypeError(f"{name}: expected an array of numbers, got None")
+    if callable(getattr(value, "detach", None)):  # a torch tensor, perhaps with requires_grad
+        value = value.detach().cpu()
     if np.iscomplexobj(value):  # before the cast, which would warn and drop the imaginary part
         raise TypeError(f"{name}: complex values are not supported")
     try:
@@ -80,15 +82,15 @@ def key_matrix(W, d: int, name: str = "W") -> np.ndarray | None:
 
 def batched_key_matrix(W, d: int, name: str = "W") -> np.ndarray:
     """Key-query matrices with optional leading batch axes, shape (..., d, d)."""
-    W = None if W is None else np.asarray(W, dtype=np.float64)
-    if W is None or W.ndim < 2 or W.shape[-2:] != (d, d):
-        raise ValueError(f"{name}: expected shape (..., {d}, {d}), got {None if W is None else W.shape}")
+    W = _as_float_array(W, name)
+    if W.ndim < 2 or W.shape[-2:] != (d, d):
+        raise ValueError(f"{name}: expected shape (..., {d}, {d}), got {W.shape}")
     return finite(W, name)
 
 
 def queries(Z, n: int, d: int, name: str = "queries") -> np.ndarray:
     """One query per sequence, shape (n, d); a single (d,) query is broadcast to every sequence."""
-    Z = np.asarray(Z, dtype=np.float64)
+    Z = _as_float_array(Z, name)
     if Z.shape == (d,):
         Z = np.broadcast_to(Z, (n, d))
     if Z.shape != (n, d):
@@ -155,3 +157,51 @@ def positive_float(x, name: str) -> float:
     if not np.isfinite(x) or x <= 0:
         raise ValueError(f"{name}: must be a finite positive number, got {x}")
     return float(x)
+
+
+# ----------------------------------------------------------------------------------------------
+# Added for issue 13 (bad values, unbounded work): flags, seeds, bounded reals, work estimates
+# ----------------------------------------------------------------------------------------------
+
+
+def flag(value, name: str) -> bool:
+    """A true/false switch: a bool (or numpy bool). Strings such as "no" are refused, not truthy."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+def seed(value, name: str = "seed") -> int:
+    """A random seed: an integer >= 0 (what numpy's default_rng accepts), not a bool."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an integer >= 0, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise ValueError(f"{name}: must be >= 0, got {value}")
+    return int(value)
+
+
+def real(x, name: str, minimum: float | None = None) -> float:
+    """A finite real number, optionally >= ``minimum``."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}: expected a number, got {x!r} ({type(x).__name__})")
+    if not np.isfinite(x):
+        raise ValueError(f"{name}: must be finite, got {x}")
+    if minimum is not None and x < minimum:
+        raise ValueError(f"{name}: must be >= {minimum:g}, got {x}")
+    return float(x)
+
+
+# What one call may cost: multiply-adds (about 10-30 minutes on one laptop core), and bytes of
+# the arrays it returns or records (2 GiB). Documented in the running appendix.
+MAX_OPERATIONS = 1e12
+MAX_BYTES = 2 ** 31
+
+
+def affordable(name: str, value, operations: float, nbytes: float, what: str) -> None:
+    """Refuse a call whose estimated cost exceeds MAX_OPERATIONS or MAX_BYTES, naming ``name``
+    (the argument that sets the size, with its ``value``) and both estimates."""
+    if operations <= MAX_OPERATIONS and nbytes <= MAX_BYTES:
+        return
+    raise ValueError(f"{name}: {what} with {name}={value} would take about {operations:.1e} "
+                     f"operations (limit {MAX_OPERATIONS:.0e}) and {nbytes / 1e9:.3g} GB of "
+                     f"memory (limit {MAX_BYTES / 1e9:.2f} GB); lower {name} or the batch size")

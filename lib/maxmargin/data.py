@@ -201,12 +201,17 @@ def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = F
     the optimal one (score 1). With ``equal_scores`` every other token scores 0, the
     equal-non-optimal-score condition of the global theorem. With ``margin`` (not None) the optimal
     token is moved along a random unit direction until it out-ranks the others by that margin, so the
-    ATT-SVM of the optimal tokens is feasible.
+    ATT-SVM of the optimal tokens is feasible. ``seed`` is an integer >= 0, ``spread`` > 0 and
+    ``margin`` >= 0 (0 allows ties).
     """
     n = _checks.positive_int(n, "n")
     T = _checks.positive_int(T, "T", minimum=2)
     d = _checks.positive_int(d, "d", minimum=2)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_checks.seed(seed))
+    equal_scores = _checks.flag(equal_scores, "equal_scores")
+    margin = None if margin is None else _checks.real(margin, "margin", minimum=0.0)
+    spread = _checks.positive_float(spread, "spread")
+    _checks.affordable("n", n, 0.0, 8.0 * n * T * d, "drawing the tokens")
     X = np.zeros((n, T, d))
     X[..., :-1] = spread * rng.standard_normal((n, T, d - 1))
     X[:, 1:, -1] = 0.0 if equal_scores else rng.uniform(0.0, 0.9, size=(n, T - 1))
@@ -231,7 +236,8 @@ def gaussian_instance(n: int, T: int, d: int, seed: int) -> Instance:
     n = _checks.positive_int(n, "n")
     T = _checks.positive_int(T, "T", minimum=2)
     d = _checks.positive_int(d, "d")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(_checks.seed(seed))
+    _checks.affordable("n", n, 0.0, 8.0 * n * T * d, "drawing the tokens")
     X = rng.standard_normal((n, T, d))
     Y = rng.choice([-1.0, 1.0], size=n)
     v = rng.standard_normal(d)

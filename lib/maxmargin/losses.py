@@ -1,7 +1,10 @@
 """Loss functions l(x) of the margin x = Y f(X), with their derivatives.
 
 All three satisfy the paper's loss assumption (strictly decreasing, differentiable, with a bounded
-Lipschitz derivative on bounded intervals). Values are computed in overflow-free forms.
+Lipschitz derivative on bounded intervals). Values are computed in overflow-free forms; a loss whose
+value itself can exceed float64 at a finite margin (the exponential) also gives its logarithms,
+so that a mean of losses (the risk) and its gradient are computed in the log domain when needed
+(:func:`mean_loss`).
 """
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ class Loss:
     """A margin loss: ``value(x)`` is l(x), ``derivative(x)`` is l'(x) (< 0); elementwise.
 
     ``torch_value`` and ``torch_derivative`` are the same formulas on float64 tensors, for the
-    training loops (a test checks that the two backends agree).
+    training loops (a test checks that the two backends agree). ``log_value`` and ``log_slope``
+    (numpy) are log l(x) and log(-l'(x)), given by losses whose value or slope overflows float64
+    at finite margins (None otherwise).
     """
 
     name: str
@@ -33,6 +38,8 @@ class Loss:
     derivative: Callable[[np.ndarray], np.ndarray]
     torch_value: Callable[[torch.Tensor], torch.Tensor]
     torch_derivative: Callable[[torch.Tensor], torch.Tensor]
+    log_value: Callable[[np.ndarray], np.ndarray] | None = None
+    log_slope: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 LOGISTIC = Loss(
@@ -48,6 +55,8 @@ EXPONENTIAL = Loss(
     derivative=lambda x: -np.exp(-x),
     torch_value=lambda x: torch.exp(-x),
     torch_derivative=lambda x: -torch.exp(-x),
+    log_value=lambda x: -np.asarray(x, dtype=np.float64),
+    log_slope=lambda x: -np.asarray(x, dtype=np.float64),
 )
 CORRELATION = Loss(
     "correlation", "-x",
@@ -69,3 +78,38 @@ def get_loss(loss: str | Loss) -> Loss:
     if loss not in LOSSES:
         raise ValueError(f"loss: unknown loss {loss!r}; choose one of {sorted(LOSSES)}")
     return LOSSES[loss]
+
+
+def mean_loss(loss: Loss, margins, axis: int = 0, blame: str = "v") -> np.ndarray:
+    """The mean of l(margins) along ``axis``, finite whenever the mean is representable.
+
+    Each value l(x) may overflow (exp(-x) beyond x = -709.8) while the mean does not, and a sum of
+    finite values may overflow while their mean does not: the mean is rescaled by the largest
+    value, or taken in the log domain with ``loss.log_value``. A mean beyond float64 raises a
+    ValueError naming ``blame`` (the argument whose scale sets the margins).
+    """
+    x = np.asarray(margins, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = loss.value(x)
+        mean = np.mean(values, axis=axis)
+    if np.all(np.isfinite(mean)):
+        return mean
+    if np.all(np.isfinite(values)):  # the sum overflowed: divide by the largest value first
+        top = np.max(np.abs(values), axis=axis, keepdims=True)
+        top = np.where(top > 0, top, 1.0)
+        mean = np.squeeze(top, axis=axis) * np.mean(values / top, axis=axis)
+    elif loss.log_value is not None:
+        logs = loss.log_value(x)
+        top = np.max(logs, axis=axis, keepdims=True)
+        log_mean = np.squeeze(top, axis=axis) + np.log(np.mean(np.exp(logs - top), axis=axis))
+        with np.errstate(over="ignore"):
+            mean = np.exp(log_mean)
+        if not np.all(np.isfinite(mean)):
+            worst = float(np.max(log_mean)) / np.log(10.0)
+            raise ValueError(f"{blame}: with the {loss.name} loss the risk is about 10^{worst:.0f}, "
+                             f"beyond float64 (at most 1.8e308); scale {blame} or X down, or use "
+                             f"loss='logistic'")
+    if not np.all(np.isfinite(mean)):
+        raise ValueError(f"{blame}: the mean {loss.name} loss is not representable in float64; "
+                         f"scale {blame} or X down")
+    return mean

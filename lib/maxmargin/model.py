@@ -12,15 +12,34 @@ R u, and the circle of radius R in that plane.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import Loss, get_loss
+from .losses import Loss, get_loss, mean_loss
 
 
-def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax along ``axis`` (max-shifted, so no overflow for huge logits)."""
+def softmax(a, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along ``axis`` (max-shifted, so no overflow for huge logits).
+
+    A logit of -inf is a masked token (weight 0); NaN, +inf, or a slice masked entirely raise a
+    ValueError naming ``a``.
+    """
+    a = _checks._as_float_array(a, "a")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis: expected an axis of an array with {a.ndim} dimensions, got {axis!r}")
+    if not np.isfinite(a).all():
+        _checks.finite(np.where(a == -np.inf, 0.0, a), "a")  # names the first NaN or +inf
+        if a.size and np.any(np.max(a, axis=axis) == -np.inf):
+            raise ValueError("a: a slice along axis has every logit -inf (nothing to attend to)")
+    with np.errstate(over="ignore"):  # a difference beyond float64 is -inf, whose exp is 0
+        return _softmax(a, axis)
+
+
+def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax of validated logits along ``axis``."""
     a = np.asarray(a, dtype=np.float64)
     e = np.exp(a - a.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
@@ -29,20 +48,27 @@ def softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
 def keys(X, W=None) -> np.ndarray:
     """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens."""
     X = _checks.tokens(X)
-    return _kernels.keys(X, _checks.key_matrix(W, X.shape[2]))
+    return _keys(X, _checks.key_matrix(W, X.shape[2]))
 
 
 def logits(X, p, W=None) -> np.ndarray:
     """Attention logits x_it^T W p, shape (..., n, T)."""
     K = keys(X, W)
     p = _checks.batched_vector(p, K.shape[2], "p")
-    return _kernels.unbatch(_kernels.logits(_kernels.tensor(K), _kernels.batch(p)), p.shape[:-1])
+    out = _kernels.unbatch(_kernels.logits(_kernels.tensor(K), _kernels.batch(p)), p.shape[:-1])
+    if not np.all(np.isfinite(out)):
+        size = _log10_bound(K, p)
+        raise ValueError(f"p: the logits x^T W p reach about 10^{size:.0f}, beyond float64 "
+                         f"(at most 1.8e308); attention, risk and gradients stay finite there, "
+                         f"the logits themselves cannot be represented")
+    return out
 
 
 def attention(X, p, W=None) -> np.ndarray:
     """Attention weights s_i = softmax(X_i W p), shape (..., n, T)."""
     K = keys(X, W)
-    return _attention(K, _checks.batched_vector(p, K.shape[2], "p"))
+    p = _checks.batched_vector(p, K.shape[2], "p")
+    return _kernels.unbatch(_attention(K, p.reshape(-1, K.shape[2])), p.shape[:-1])
 
 
 def scores(X, Y, v) -> np.ndarray:
@@ -50,23 +76,29 @@ def scores(X, Y, v) -> np.ndarray:
     X = _checks.tokens(X)
     Y = _checks.labels(Y, X.shape[0])
     v = _checks.batched_vector(v, X.shape[2], "v")
-    return _kernels.scores(X, Y, v)
+    return _scores(X, Y, v)
 
 
 def predict(X, v, p, W=None) -> np.ndarray:
     """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n)."""
     X = _checks.tokens(X)
-    v = _checks.vector(v, X.shape[2], "v")
-    K = _kernels.keys(X, _checks.key_matrix(W, X.shape[2]))
-    s = _attention(K, _checks.batched_vector(p, X.shape[2], "p"))
-    return np.sum(s * (X @ v), axis=-1)
+    d = X.shape[2]
+    values = _scores(X, np.ones(X.shape[0]), _checks.vector(v, d, "v"))  # v^T x_it
+    K = _keys(X, _checks.key_matrix(W, d))
+    p = _checks.batched_vector(p, d, "p")
+    s = _kernels.unbatch(_attention(K, p.reshape(-1, d)), p.shape[:-1])
+    return np.sum(s * values, axis=-1)
 
 
 def risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """Empirical risk L(p) = (1/n) sum_i loss(Y_i f(X_i)), shape (...)."""
+    """Empirical risk L(p) = (1/n) sum_i loss(Y_i f(X_i)), shape (...).
+
+    Finite whenever the risk is representable in float64 (huge prompts included); a risk beyond
+    float64 (e.g. the exponential loss at margins below -710) raises a ValueError naming ``v``.
+    """
     _, _, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    margin, _ = _kernels.margins(_kernels.attention_from_keys(K, P), gamma)
-    return np.mean(loss.value(margin.numpy()), axis=0).reshape(lead)
+    margin, _ = _kernels.margins(_attention(K, P), _kernels.tensor(gamma[..., None]))
+    return mean_loss(loss, margin.numpy(), axis=0).reshape(lead)
 
 
 def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
@@ -75,20 +107,24 @@ def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i.
     """
     _, _, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    s = _kernels.attention_from_keys(K, P)
-    margin, deviation = _kernels.margins(s, gamma)
-    grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, loss, out=s), K)
-    return grad.T.numpy().reshape(lead + (K.shape[2],))
+    s = _attention(K, P)
+    margin, deviation = _kernels.margins(s, _kernels.tensor(gamma[..., None]))
+    scaled, log_factor = _slope_scaled(loss, margin)
+    grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, scaled, out=s),
+                                    _kernels.tensor(K))
+    return _rescaled(grad, log_factor, loss).T.reshape(lead + (K.shape[2],))
 
 
 def risk_grad_v(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i."""
     X, Y, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    s = _kernels.attention_from_keys(K, P)
+    s = _attention(K, P)
+    margin = _kernels.margins(s, _kernels.tensor(gamma[..., None]))[0]
+    scaled, log_factor = _slope_scaled(loss, margin)
     Y = _kernels.tensor(Y)
-    weight = loss.torch_derivative(_kernels.margins(s, gamma)[0]) * (Y / Y.shape[0])[:, None]
+    weight = scaled.torch_derivative(margin) * (Y / Y.shape[0])[:, None]
     grad = _kernels.contract_tokens(s * weight[:, None, :], _kernels.tensor(X))
-    return grad.T.numpy().reshape(lead + (K.shape[2],))
+    return _rescaled(grad, log_factor, loss).T.reshape(lead + (K.shape[2],))
 
 
 def self_attention_logits(X, W, queries) -> np.ndarray:
@@ -99,17 +135,23 @@ def self_attention_logits(X, W, queries) -> np.ndarray:
     X = _checks.tokens(X)
     n, _, d = X.shape
     W = _checks.batched_key_matrix(W, d)
-    return _kernels.self_attention_logits(X, W, _checks.queries(queries, n, d))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _kernels.self_attention_logits(X, W, _checks.queries(queries, n, d))
+    if not np.all(np.isfinite(out)):
+        raise ValueError("W: the logits x_it^T W z_i exceed float64 (at most 1.8e308); risk_W "
+                         "and risk_grad_W stay finite there, the logits themselves cannot be "
+                         "represented")
+    return out
 
 
 def risk_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarray:
     """Risk as a function of the key-query matrix W (queries fixed), shape (...)."""
     X = _checks.tokens(X)
     n, _, d = X.shape
-    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    gamma = _scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
     W = _checks.batched_key_matrix(W, d)
-    s = softmax(_kernels.self_attention_logits(X, W, _checks.queries(queries, n, d)))
-    return np.mean(get_loss(loss).value(np.sum(s * gamma, axis=-1)), axis=-1)
+    s = _self_attention(X, W, _checks.queries(queries, n, d))
+    return mean_loss(get_loss(loss), np.sum(s * gamma, axis=-1), axis=-1)
 
 
 def risk_grad_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarray:
@@ -122,14 +164,18 @@ def risk_grad_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarra
     n, T, d = X.shape
     W = _checks.batched_key_matrix(W, d)
     lead = W.shape[:-2]
-    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    gamma = _scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
     Z = _checks.queries(queries, n, d)
-    s = softmax(_kernels.self_attention_logits(X, W, Z)).reshape((-1, n, T))
+    loss = get_loss(loss)
+    s = _self_attention(X, W, Z).reshape((-1, n, T))
     s = _kernels.tensor(np.moveaxis(s, 0, -1))
     margin, deviation = _kernels.margins(s, _kernels.tensor(gamma[..., None]))
-    dlogits = _kernels.logit_grad(s, deviation, margin, get_loss(loss))
-    grad = torch.einsum("ntb,ntd,ne->bde", dlogits, _kernels.tensor(X), _kernels.tensor(Z))
-    return grad.numpy().reshape(lead + (d, d))
+    scaled, log_factor = _slope_scaled(loss, margin)
+    dlogits = _kernels.logit_grad(s, deviation, margin, scaled)
+    grad = torch.einsum("ntb,ntd,ne->dbe", dlogits, _kernels.tensor(X), _kernels.tensor(Z))
+    grad = _rescaled(grad.reshape(d, -1), log_factor.repeat(d) if log_factor is not None
+                     else None, loss)  # columns (b, e) share run b's factor
+    return np.moveaxis(grad.reshape(d, -1, d), 0, 1).reshape(lead + (d, d))
 
 
 def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
@@ -140,8 +186,10 @@ def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
     approached only as ||p|| -> inf and reached by no finite p. Otherwise the infimum is strictly
     larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
     """
-    gamma = scores(X, Y, v)
-    return float(np.mean(get_loss(loss).value(gamma.max(axis=-1))))
+    X = _checks.tokens(X)
+    n, _, d = X.shape
+    gamma = _scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
+    return float(mean_loss(get_loss(loss), gamma.max(axis=-1), axis=0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,12 +210,13 @@ def excess_risk_on_plane(X, Y, v, W=None, loss: str | Loss = "logistic",
     Returns (p1 (r,), p2 (r,), gap (r, r)) with gap[j, k] at p = (p1[k], p2[j], 0, ...).
     """
     X = _plane_tokens(X)
-    extent = np.asarray(extent, dtype=float)
+    extent = _checks._as_float_array(extent, "extent")
     if extent.shape != (4,) or not np.all(np.isfinite(extent)) or extent[0] >= extent[1] \
             or extent[2] >= extent[3]:
         raise ValueError(f"extent: expected finite (p1_min, p1_max, p2_min, p2_max) with min < max, "
                          f"got {extent.tolist()}")
     resolution = _checks.positive_int(resolution, "resolution", minimum=2)
+    _affordable_prompts("resolution", resolution, resolution ** 2, X.shape)
     p1 = np.linspace(extent[0], extent[1], resolution)
     p2 = np.linspace(extent[2], extent[3], resolution)
     P = np.zeros((resolution, resolution, X.shape[2]))
@@ -181,13 +230,22 @@ def excess_risk_on_rays(X, Y, v, directions, W=None, radii=None, loss: str | Los
     directions : (k, d) non-zero directions; radii : (m,) values of R, default 81 in [0, 20].
     Returns (radii (m,), gaps (k, m)).
     """
-    U = np.asarray(directions, dtype=float)
-    if U.ndim != 2:
-        raise ValueError(f"directions: expected shape (k, d), got {U.shape}")
-    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    X = _checks.tokens(X)
+    d = X.shape[2]
+    U = _checks.finite(_checks._as_float_array(directions, "directions"), "directions")
+    if U.ndim != 2 or U.shape[1] != d:
+        raise ValueError(f"directions: expected shape (k, {d}), got {U.shape}")
+    norms = np.max(np.abs(U), axis=1, keepdims=True)
     if np.any(norms == 0):
         raise ValueError("directions: every direction must be non-zero")
-    radii = np.linspace(0.0, 20.0, 81) if radii is None else np.asarray(radii, dtype=float)
+    U = U / norms  # first by the largest entry, so that the norm cannot overflow
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    if radii is None:
+        radii = np.linspace(0.0, 20.0, 81)
+    radii = _checks.finite(_checks._as_float_array(radii, "radii"), "radii")
+    if radii.ndim != 1:
+        raise ValueError(f"radii: expected shape (m,), got {radii.shape}")
+    _affordable_prompts("radii", f"<{len(radii)} values>", len(U) * len(radii), X.shape)
     return radii, excess_risk(X, Y, v, radii[None, :, None] * (U / norms)[:, None, :], W, loss)
 
 
@@ -201,6 +259,7 @@ def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logisti
     X = _plane_tokens(X)
     R = _checks.positive_float(R, "R")
     num = _checks.positive_int(num, "num", minimum=2)
+    _affordable_prompts("num", num, num, X.shape)
     theta = np.linspace(-180.0, 180.0, num)
     ring = np.zeros((num, X.shape[2]))
     ring[:, 0], ring[:, 1] = R * np.cos(np.radians(theta)), R * np.sin(np.radians(theta))
@@ -212,24 +271,134 @@ def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logisti
 # ----------------------------------------------------------------------------------------------
 
 
-def _attention(K: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Attention weights (..., n, T) from validated keys (n, T, d) and prompts (..., d)."""
-    s = _kernels.attention_from_keys(_kernels.tensor(K), _kernels.batch(p))
-    return _kernels.unbatch(s, p.shape[:-1])
+# Logits below 2**SAFE_EXPONENT in size are computed directly; beyond, attention is computed
+# from logits scaled by exact powers of two (softmax is shift-invariant, but the products K p
+# themselves would overflow).
+SAFE_EXPONENT = 1000
+
+
+def _exponents(a: np.ndarray, axis) -> np.ndarray:
+    """Binary exponent e of the largest |entry| along ``axis`` (max |a| < 2**e; 0 for zeros)."""
+    return np.frexp(np.max(np.abs(a), axis=axis, initial=0.0))[1]
+
+
+def _log10_bound(K: np.ndarray, p: np.ndarray) -> float:
+    """log10 of a bound on |k^T p|, without overflow."""
+    e = int(_exponents(K, None)) + int(np.max(_exponents(p, -1), initial=0))
+    return (e + np.log2(K.shape[-1])) * np.log10(2.0)
+
+
+def _attention(K: np.ndarray, P: np.ndarray) -> torch.Tensor:
+    """Attention weights (n, T, B) from validated keys K (n, T, d) and prompts P (B, d).
+
+    Finite for every finite K and P: when the logits K p could exceed 2**SAFE_EXPONENT, K and
+    each prompt are divided by powers of two (exact), the scaled logits b are shifted by their
+    maximum, and exp(2**e (b - max b)) underflows to 0 where the true weight does.
+    """
+    eK = int(_exponents(K, None))
+    eP = _exponents(P, 1)
+    if eK + int(eP.max(initial=0)) + int(np.ceil(np.log2(K.shape[2]))) <= SAFE_EXPONENT:
+        return _kernels.attention_from_keys(_kernels.tensor(K), _kernels.tensor(P.T))
+    b = np.einsum("ntd,bd->ntb", np.ldexp(K, -eK), np.ldexp(P, -eP[:, None]))
+    return torch.from_numpy(_scaled_softmax(b, eK + eP, axis=1))
+
+
+def _scaled_softmax(b: np.ndarray, exponent, axis: int) -> np.ndarray:
+    """softmax along ``axis`` of the logits b * 2**exponent (b of moderate size, exponent
+    integers broadcasting against b), without forming the logits."""
+    with np.errstate(over="ignore", under="ignore"):
+        z = np.ldexp(b - b.max(axis=axis, keepdims=True), exponent)
+    w = np.exp(z)
+    return w / w.sum(axis=axis, keepdims=True)
+
+
+def _self_attention(X: np.ndarray, W: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """softmax over tokens of x_it^T W z_i, shape (..., n, T), finite for every finite input
+    (the same power-of-two scaling as :func:`_attention`, per W of the batch and per query)."""
+    eX = int(_exponents(X, None))
+    eW = _exponents(W, (-2, -1))
+    eZ = _exponents(Z, 1)
+    margin = 2 * int(np.ceil(np.log2(X.shape[2])))
+    if eX + int(np.max(eW, initial=0)) + int(eZ.max(initial=0)) + margin <= SAFE_EXPONENT:
+        return _softmax(_kernels.self_attention_logits(X, W, Z))
+    b = _kernels.self_attention_logits(np.ldexp(X, -eX), np.ldexp(W, -eW[..., None, None]),
+                                       np.ldexp(Z, -eZ[:, None]))
+    return _scaled_softmax(b, eX + eW[..., None, None] + eZ[:, None], axis=-1)
+
+
+def _keys(X: np.ndarray, W: np.ndarray | None) -> np.ndarray:
+    """Keys X W of validated X and W, refused when they exceed float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        K = _kernels.keys(X, W)
+    if W is not None and not np.all(np.isfinite(K)):
+        size = (int(_exponents(X, None)) + int(_exponents(W, None)) + np.log2(X.shape[2])) * np.log10(2)
+        raise ValueError(f"W: the keys k_it = W^T x_it reach about 10^{size:.0f}, beyond float64 "
+                         f"(at most 1.8e308); scale W or X down")
+    return K
+
+
+def _scores(X: np.ndarray, Y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Scores Y_i v^T x_it of validated inputs, refused when they exceed float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        gamma = _kernels.scores(X, Y, v)
+    if not np.all(np.isfinite(gamma)):
+        size = (int(_exponents(X, None)) + int(_exponents(v, None)) + np.log2(X.shape[2])) * np.log10(2)
+        raise ValueError(f"v: the scores Y_i v^T x_it reach about 10^{size:.0f}, beyond float64 "
+                         f"(at most 1.8e308); scale v or X down")
+    return gamma
+
+
+def _slope_scaled(loss: Loss, margin: torch.Tensor):
+    """(loss, log_factor): the loss to differentiate with, and None; or, when l'(margin)
+    overflows, a copy whose derivative is l'(z) / exp(m_b) with m_b = max_i log(-l'(z_ib)) per
+    run b, and m (B,), by which the gradient must be multiplied back (:func:`_rescaled`)."""
+    slope = loss.torch_derivative(margin)
+    if bool(torch.all(torch.isfinite(slope))):
+        return loss, None
+    if loss.log_slope is None:
+        raise ValueError(f"v: the slope of the {loss.name} loss overflows float64 at these "
+                         f"margins; scale v or X down")
+    top = np.max(loss.log_slope(margin.numpy()), axis=0)
+
+    def derivative(z: torch.Tensor) -> torch.Tensor:
+        return -torch.from_numpy(np.exp(loss.log_slope(z.numpy()) - top))
+
+    return replace(loss, torch_derivative=derivative), top
+
+
+def _rescaled(grad: torch.Tensor, log_factor, loss: Loss) -> np.ndarray:
+    """The gradient (d, B) times exp(log_factor) (B,) per column, refused beyond float64."""
+    g = grad.numpy()
+    if log_factor is not None:
+        with np.errstate(divide="ignore", over="ignore"):
+            g = np.sign(g) * np.exp(np.log(np.abs(g)) + log_factor)
+    if not np.all(np.isfinite(g)):
+        scale = "" if log_factor is None else \
+            f" (the loss's slope reaches about 10^{float(np.max(log_factor)) / np.log(10.0):.0f})"
+        raise ValueError(f"v: with the {loss.name} loss the gradient exceeds float64 (at most "
+                         f"1.8e308){scale}; scale v or X down, or use loss='logistic'")
+    return g
 
 
 def _prepare(X, Y, v, p, W, loss):
-    """Validate once; return X, Y, keys (n, T, d) and scores (n, T, 1) and prompts (d, B) as
-    tensors, the loss, and p's batch shape."""
+    """Validate once; return X, Y, keys (n, T, d), scores (n, T) and prompts (B, d) as arrays,
+    the loss, and p's batch shape."""
     X = _checks.tokens(X)
     n, _, d = X.shape
     v = _checks.vector(v, d, "v")
     Y = _checks.labels(Y, n)
-    gamma = _kernels.scores(X, Y, v)
+    gamma = _scores(X, Y, v)
     p = _checks.batched_vector(p, d, "p")
-    K = _kernels.keys(X, _checks.key_matrix(W, d))
-    return X, Y, _kernels.tensor(K), _kernels.tensor(gamma[..., None]), _kernels.batch(p), \
-        get_loss(loss), p.shape[:-1]
+    K = _keys(X, _checks.key_matrix(W, d))
+    return X, Y, K, gamma, p.reshape(-1, d), get_loss(loss), p.shape[:-1]
+
+
+def _affordable_prompts(name: str, value, count: int, shape: tuple) -> None:
+    """Refuse a family of ``count`` prompts whose risks cost more than the library's limits
+    (per prompt: n T d multiply-adds, and the prompt and its n T attention weights in memory)."""
+    n, T, d = shape
+    _checks.affordable(name, value, float(count) * n * T * d, 8.0 * count * (d + 2 * n * T),
+                       "evaluating the risk at every prompt")
 
 
 def _plane_tokens(X) -> np.ndarray:

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import _checks
+
 
 class PromptAttention(nn.Module):
     """One-head prompt attention with a trainable prompt ``p`` (d,) and head ``v`` (d,).
@@ -20,14 +22,20 @@ class PromptAttention(nn.Module):
 
     def __init__(self, d: int, p=None, v=None, W=None, dtype=torch.float64):
         super().__init__()
+        d = _checks.positive_int(d, "d")
+        if dtype not in (torch.float64, torch.float32):
+            raise TypeError(f"dtype: expected torch.float64 or torch.float32, got {dtype!r}")
+        p = np.zeros(d) if p is None else _checks.vector(p, d, "p")
+        v = np.zeros(d) if v is None else _checks.vector(v, d, "v")
+        W = _checks.key_matrix(W, d)
         self.key = nn.Linear(d, d, bias=False, dtype=dtype)
         self.query = nn.Linear(d, d, bias=False, dtype=dtype)
         with torch.no_grad():
             # W = key^T query; start from key = W^T, query = I so that the product is W.
-            self.key.weight.copy_(torch.as_tensor(np.eye(d) if W is None else np.asarray(W).T, dtype=dtype))
+            self.key.weight.copy_(torch.as_tensor(np.eye(d) if W is None else W.T, dtype=dtype))
             self.query.weight.copy_(torch.eye(d, dtype=dtype))
-        self.p = nn.Parameter(torch.zeros(d, dtype=dtype) if p is None else torch.as_tensor(p, dtype=dtype).clone())
-        self.v = nn.Parameter(torch.zeros(d, dtype=dtype) if v is None else torch.as_tensor(v, dtype=dtype).clone())
+        self.p = nn.Parameter(torch.as_tensor(p, dtype=dtype).clone())
+        self.v = nn.Parameter(torch.as_tensor(v, dtype=dtype).clone())
 
     @property
     def W(self) -> torch.Tensor:
@@ -36,10 +44,23 @@ class PromptAttention(nn.Module):
 
     def attention(self, X: torch.Tensor) -> torch.Tensor:
         """Attention weights softmax(K q) with keys K = X W_k^T and query q = W_q p, shape (n, T)."""
+        X = self._tokens(X)
         return torch.softmax(self.key(X) @ self.query(self.p), dim=-1)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
+        X = self._tokens(X)
         return torch.einsum("nt,ntd,d->n", self.attention(X), X, self.v)
+
+    def _tokens(self, X) -> torch.Tensor:
+        """X as a tensor of the layer's dtype, shape (n, T, d), refused otherwise (naming X)."""
+        if not isinstance(X, torch.Tensor):
+            X = torch.as_tensor(_checks._as_float_array(X, "X"), dtype=self.p.dtype)
+        d = self.p.shape[0]
+        if X.ndim != 3 or X.shape[2] != d:
+            raise ValueError(f"X: expected a tensor of shape (n, T, {d}), got {tuple(X.shape)}")
+        if not X.is_floating_point():
+            X = X.to(self.p.dtype)
+        return X
 
 
 def logistic_risk(model: PromptAttention, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 
 from . import _checks, _kernels
 from .losses import Loss, expit, get_loss
-from .model import softmax
+from .model import _softmax as softmax
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Trajectory:
 
     def cosine(self, direction) -> np.ndarray:
         """(steps + 1, B) cosine similarity of each iterate with ``direction`` (d,); 0 at p = 0."""
-        return cosine(self.p, direction)
+        return cosine(self.p, _checks.vector(direction, self.p.shape[-1], "direction"))
 
     def selected_tokens(self) -> np.ndarray:
         """(B, n) index of the token with the largest final attention in each sequence."""
@@ -55,12 +55,30 @@ class Trajectory:
 
 
 def cosine(a, b) -> np.ndarray:
-    """Cosine similarity along the last axis, broadcasting; defined as 0 where a vector is 0."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    """Cosine similarity along the last axis, broadcasting; defined as 0 where a vector is 0.
+
+    Finite vectors of any size (each is first divided by its largest entry, so no norm
+    overflows); NaN or inf, or shapes that do not broadcast, raise a ValueError naming a or b.
+    """
+    a = _checks.finite(_checks._as_float_array(a, "a"), "a")
+    b = _checks.finite(_checks._as_float_array(b, "b"), "b")
+    if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"b: expected vectors along the last axis of the same length as a's, "
+                         f"got shapes {a.shape} and {b.shape}")
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"b: shape {b.shape} does not broadcast against a's {a.shape}") from None
+    a, b = _unit_scale(a), _unit_scale(b)
     denom = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
     dots = np.sum(a * b, axis=-1)
     return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def _unit_scale(a: np.ndarray) -> np.ndarray:
+    """Each vector (last axis) divided by its largest |entry| (zero vectors kept)."""
+    top = np.max(np.abs(a), axis=-1, keepdims=True)
+    return a / np.where(top > 0, top, 1.0)
 
 
 def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
@@ -77,10 +95,12 @@ def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic"
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
-    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
     K = _kernels.keys(X, _checks.key_matrix(W, d))
     P = _initial_batch(p0, d, "p0")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
+    normalized = _checks.flag(normalized, "normalized")
+    _affordable_descent(steps, len(P), n * T * d, d + 3 * n + 1, n * T)
     tracked = np.argmax(gamma, axis=1) if track is None else _checks.indices(track, n, T, "track")
     run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None])
     return Trajectory(run.path[:, 0], run.loss[:, 0], run.on[:, 0], run.off[:, 0], tracked,
@@ -125,6 +145,8 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     if X.ndim != 4:
         raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
     M, n, T, d = X.shape
+    if M < 1:
+        raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
     for m in range(M):
         _checks.tokens(X[m], "X")
     Y = _checks._as_float_array(Y, "Y")
@@ -152,10 +174,18 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     if P.ndim != 3 or P.shape[0] != M:
         raise ValueError(f"p0: expected shape ({d},), (B, {d}) or ({M}, B, {d}), got {P.shape}")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
+    normalized = _checks.flag(normalized, "normalized")
+    if P.shape[1] < 1:
+        raise ValueError(f"p0: needs at least one start (B >= 1), got shape {P.shape}")
+    _affordable_descent(steps, M * P.shape[1], n * T * d, d + 3 * n + 1, n * T)
     if track is None:
         tracked = np.argmax(gamma, axis=-1)
     else:
-        tracked = np.stack([_checks.indices(t, n, T, "track") for t in np.asarray(track).reshape(M, n)])
+        track = np.asarray(track)
+        if track.shape != (M, n):
+            raise ValueError(f"track: expected shape ({M}, {n}), one token index per sequence of "
+                             f"each instance, got {track.shape}")
+        tracked = np.stack([_checks.indices(t, n, T, "track") for t in track])
 
     run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked)
     return StackTrajectory(run.path, run.loss, run.on, run.off, tracked, run.final, lr, normalized)
@@ -235,15 +265,17 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logist
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
-    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
     Z = _checks.queries(queries, n, d)
-    Wk = np.asarray(W0, dtype=np.float64)
+    Wk = _checks._as_float_array(W0, "W0")
     if Wk.shape == (d, d):
         Wk = Wk[None]
-    if Wk.ndim != 3 or Wk.shape[1:] != (d, d):
-        raise ValueError(f"W0: expected shape ({d}, {d}) or (B, {d}, {d}), got {Wk.shape}")
+    if Wk.ndim != 3 or Wk.shape[1:] != (d, d) or Wk.shape[0] < 1:
+        raise ValueError(f"W0: expected shape ({d}, {d}) or (B, {d}, {d}) with B >= 1, got {Wk.shape}")
     _checks.finite(Wk, "W0")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
+    normalized = _checks.flag(normalized, "normalized")
+    _affordable_descent(steps, Wk.shape[0], n * T * d * (d + 2), d * d + 1, n * T)
 
     path = np.empty((steps + 1,) + Wk.shape)
     risks = np.empty((steps + 1, Wk.shape[0]))
@@ -302,8 +334,15 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
     K = _kernels.keys(X, _checks.key_matrix(W, d))
     V = _initial_batch(v0, d, "v0")
     P = _initial_batch(p0, d, "p0")
+    if len(V) != len(P) and 1 not in (len(V), len(P)):
+        raise ValueError(f"v0: {len(V)} starts do not pair with the {len(P)} starts of p0 (give "
+                         f"equal numbers of starts, or one start for either)")
     V, P = (np.array(a) for a in np.broadcast_arrays(V, P))
     steps, lr, loss, eps_v, eps_p = _settings(steps, lr, loss, eps_v=eps_v, eps_p=eps_p)
+    normalized = _checks.flag(normalized, "normalized")
+    if track is not None:
+        _checks.indices(track, n, T, "track")
+    _affordable_descent(steps, len(P), n * T * d, 2 * d + 2 * n + n * T, n * T)
     rows = np.arange(n)
 
     B = P.shape[0]
@@ -350,7 +389,7 @@ def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: 
     in sequence ``sequence``; row j is b = grid[j], column k is a = grid[k].
     """
     X = _checks.tokens(X)
-    n, _, d = X.shape
+    n, T, d = X.shape
     if d < 2:
         raise ValueError(f"X: the prompt plane needs d >= 2, got d={d}")
     extent = _checks.positive_float(extent, "extent")
@@ -358,6 +397,8 @@ def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: 
     if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) \
             or not 0 <= sequence < n:
         raise ValueError(f"sequence: expected an index in [0, {n}), got {sequence!r}")
+    _checks.affordable("num", num, float(num) ** 2 * n * T * d, 8.0 * num ** 2 * (d + n * T),
+                       "a grid of num x num starts")
     grid = np.linspace(-extent, extent, num)
     A, B = np.meshgrid(grid, grid)
     p0 = np.zeros((A.size, d))
@@ -382,9 +423,29 @@ def _initial_batch(x0, d: int, name: str) -> np.ndarray:
     x0 = _checks.batched_vector(x0, d, name)
     if x0.ndim == 1:
         return x0[None].copy()
-    if x0.ndim != 2:
-        raise ValueError(f"{name}: expected shape ({d},) or (B, {d}), got {x0.shape}")
+    if x0.ndim != 2 or len(x0) < 1:
+        raise ValueError(f"{name}: expected shape ({d},) or (B, {d}) with B >= 1, got {x0.shape}")
     return x0.copy()
+
+
+STEP_OVERHEAD = 10_000  # the fixed cost of one step (Python and torch calls), in multiply-adds
+
+
+def _recording_bytes(n_records: int, batch: int, per_run: int) -> float:
+    """Bytes of the arrays a descent records: ``n_records`` recorded steps (today steps + 1) of
+    ``batch`` runs, ``per_run`` float64 numbers per run and recorded step (d for the iterate, n
+    per recorded attention or margin, 1 for the loss)."""
+    return 8.0 * n_records * batch * per_run
+
+
+def _affordable_descent(steps: int, batch: int, step_work: int, per_run: int, final: int) -> None:
+    """Refuse a descent whose estimated cost exceeds the library's limits (_checks.affordable):
+    ``steps`` steps of ``batch`` runs, each ``step_work`` multiply-adds per run and step (plus a
+    fixed overhead per step), recording ``per_run`` numbers per run and step, and ``final``
+    numbers per run at the end."""
+    operations = float(steps) * (4.0 * batch * step_work + STEP_OVERHEAD)
+    nbytes = _recording_bytes(steps + 1, batch, per_run) + 8.0 * batch * final
+    _checks.affordable("steps", steps, operations, nbytes, f"a descent of {batch} run(s)")
 
 
 def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.Tensor:

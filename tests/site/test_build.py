@@ -27,9 +27,11 @@ kernelspec:
 EXTERNAL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=\"(https?://[^\"]+)\"", re.I)
 
 
-def tiny_book(folder: Path, page: str, docname: str = "page", timeout: int | None = None) -> Path:
+def tiny_book(folder: Path, page: str, docname: str = "page", timeout: int | None = None,
+              chapters: dict[str, str] | None = None) -> Path:
     """A one-page book in ``folder`` with the project's _config.yml (and its extension) and
-    ``page`` as its root document ``docname``; ``timeout`` replaces the per-cell timeout."""
+    ``page`` as its root document ``docname``; ``timeout`` replaces the per-cell timeout;
+    ``chapters`` (docname: text) are further pages, listed in the toc after the root."""
     folder.mkdir(parents=True)
     config = (ROOT / "_config.yml").read_text()
     if timeout is not None:
@@ -39,9 +41,13 @@ def tiny_book(folder: Path, page: str, docname: str = "page", timeout: int | Non
     shutil.copy(ROOT / "references.bib", folder / "references.bib")
     for name in ("_vendor", "_ext"):
         (folder / name).symlink_to(ROOT / name)
-    (folder / "_toc.yml").write_text(f"format: jb-book\nroot: {docname}\n")
-    (folder / f"{docname}.md").parent.mkdir(parents=True, exist_ok=True)
-    (folder / f"{docname}.md").write_text(page)
+    toc = f"format: jb-book\nroot: {docname}\n"
+    if chapters:
+        toc += "chapters:\n" + "".join(f"- file: {name}\n" for name in chapters)
+    (folder / "_toc.yml").write_text(toc)
+    for name, text in {docname: page, **(chapters or {})}.items():
+        (folder / f"{name}.md").parent.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.md").write_text(text)
     return folder
 
 
@@ -67,7 +73,7 @@ FAILING_CELLS = {
               "assert margin >= 1, f\"margin = {margin:.2f} < 1\"\n```\n",
               "AssertionError: margin = 0.50 < 1"),
     "timeout": ("```{code-cell} ipython3\nimport time\n\ntime.sleep(60)  # longer than the timeout\n"
-                "```\n", "exceeded the execution timeout of 3 s"),
+                "```\n", "timed out after 3 s in cell 2 of chapter"),
 }
 
 
@@ -99,6 +105,58 @@ def test_failing_chapter_is_reported(kind, tmp_path, vendor):
     if kind == "raises":
         lenient = build(book, args=[])
         assert lenient.rc != 0, "without -W a failing chapter must still fail the build"
+
+
+def test_every_failing_chapter_is_reported_and_a_timeout_reads_as_one(tmp_path, vendor):
+    """Two failing chapters in one build: both are named at the end, each once. The first times
+    out while it is printing, which used to add a second traceback before the summary (nbclient's
+    output poller reading a closed kernel socket: "Task exception was never retrieved" with a
+    ZMQError, or an AssertionError on IPC sockets); the timeout now reads as a timeout only."""
+    printing = ("```{code-cell} ipython3\nimport sys\nimport time\n\nfor k in range(10**6):\n"
+                "    print(k, flush=True)\n    sys.stderr.write(\"e\\n\")\n    time.sleep(0.001)\n```\n")
+    raising = "```{code-cell} ipython3\nraise RuntimeError(\"second failure\")\n```\n"
+    chapters = {f"chapters/0{k}-failing": NOTEBOOK_HEADER + f"\n# Failing {k}\n\n"
+                "```{code-cell} ipython3\nx = 1\n```\n\n" + cell
+                for k, cell in ((1, printing), (2, raising))}
+    book = tiny_book(tmp_path / "book", "# Root\n\nA page without code.\n", docname="intro",
+                     timeout=3, chapters=chapters)
+    result = build(book)
+    assert result.rc != 0, "a build with two failing chapters succeeded"
+    closing = result.output[result.output.rfind("2 chapters failed to execute"):]
+    assert "FAILED chapters/01-failing.md" in closing and "FAILED chapters/02-failing.md" in closing, \
+        f"the closing lines do not name both chapters:\n{closing}"
+    assert "timed out after 3 s in cell 2 of chapter chapters/01-failing.md" in closing, closing
+    assert "RuntimeError: second failure" in closing, closing
+    before = result.output[:result.output.find("a chapter failed to execute")]
+    noise = [line for line in before.splitlines()
+             if re.search(r"Traceback|ZMQError|Task exception was never retrieved|AssertionError", line)]
+    assert not noise, "the log has a traceback before the summary:\n" + "\n".join(noise)
+
+
+def test_output_poller_is_quiet_only_when_its_channel_was_closed():
+    """The booksite patch of nbclient's output poller (no build needed). Bugs caught: a patch
+    that swallows the poller's failures while its channel is open (lost cell output errors), or
+    one that still lets a closed channel's failure through (the misleading traceback)."""
+    import asyncio
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("booksite_under_test", ROOT / "_ext" / "booksite.py")
+    booksite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(booksite)
+
+    class Client:
+        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+            raise AssertionError("read from a socket")  # jupyter_client on a closed IPC socket
+
+    booksite._quiet_output_poller(Client)
+    booksite._quiet_output_poller(Client)  # patching twice wraps once
+    client = Client()
+    client.kc = SimpleNamespace(_iopub_channel=SimpleNamespace(socket=None))
+    assert asyncio.run(client._async_poll_output_msg("id", {}, 0)) is None
+    client.kc._iopub_channel.socket = object()
+    with pytest.raises(AssertionError, match="read from a socket"):
+        asyncio.run(client._async_poll_output_msg("id", {}, 0))
 
 
 def test_conventions_sample_builds(tmp_path, vendor):

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .. import _checks
 from ..model import attention, excess_risk, excess_risk_on_plane, keys
 from ..svm import att_svm
 from . import plots
@@ -108,12 +109,14 @@ def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence
     grid : a precomputed :func:`maxmargin.excess_risk_on_plane` (computed here if None).
     Returns the excess risks (k,) at the points.
     """
-    points = np.atleast_2d(np.asarray(points, dtype=float))
+    points = _checks.finite(np.atleast_2d(_checks._as_float_array(points, "points")), "points")
     if points.ndim != 2 or points.shape[1] != 2:
         raise ValueError(f"points: expected shape (k, 2), got {points.shape}")
     if len(bars) != len(points):
         raise ValueError(f"bars: expected one Axes per point ({len(points)}), got {len(bars)}")
     n, T, d = inst.X.shape
+    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)):
+        raise TypeError(f"sequence: expected an integer index, got {sequence!r}")
     if not 0 <= sequence < n:
         raise ValueError(f"sequence: expected an index in [0, {n}), got {sequence}")
     names = [chr(ord("A") + j) for j in range(len(points))] if names is None else list(names)
