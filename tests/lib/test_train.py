@@ -126,12 +126,73 @@ def test_random_equal_score_instances_converge_globally(seed):
     assert traj.cosine(target)[300, 0] >= 0.99
 
 
-def test_gd_W_refuses_to_return_an_overflowed_trajectory():
-    """A step so large that W overflows must raise, not return NaN iterates (the refactor once
-    dropped the per-step finiteness check and returned NaN silently)."""
+def test_plain_gd_overflow_raises_naming_the_step_and_v():
+    """Plain GD whose exponential-loss gradient overflows float64 raises a ValueError naming the
+    step and v as the cause (issue 13: gd returned (-inf, nan, nan), and gd_W blamed a W the
+    caller never passed), on every engine and for gd, gd_stack and gd_W."""
     inst = mm.data.fig2()
-    v_huge = np.array([0.0, 0.0, -1e5])   # exponential loss of -1e5 overflows
-    with pytest.warns(RuntimeWarning), \
-            pytest.raises(ValueError, match="gd_W: W overflowed at step 1"):
-        mm.gd_W(inst.X, inst.Y, v_huge, np.eye(3), np.array([1.0, 0.5, -0.5]), 3, 0.1,
-                loss="exponential")
+    v_huge = np.array([0.0, 0.0, -1e5])   # margins near -5e4: exp(-z) overflows
+    calls = {
+        "gd": lambda: mm.gd(inst.X, inst.Y, v_huge, inst.p0, 3, 0.1, W=inst.W,
+                            loss="exponential"),
+        "gd_stack": lambda: mm.gd_stack(inst.X[None], inst.Y[None], v_huge, inst.p0, 3, 0.1,
+                                        W=inst.W, loss="exponential"),
+        "gd_W": lambda: mm.gd_W(inst.X, inst.Y, v_huge, np.eye(3), np.array([1.0, 0.5, -0.5]),
+                                3, 0.1, loss="exponential"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=rf"^{name}: the gradient at step 0 .*scale of v"):
+            call()
+
+
+def test_gd_with_a_huge_lr_raises_naming_lr():
+    """An iterate that leaves float64 (lr near the largest float) raises, naming lr."""
+    inst = mm.data.random_instance(5, 4, 6, seed=0)
+    with pytest.raises(ValueError, match=r"^gd: the gradient at step 1 .*lr = 1e\+307"):
+        mm.gd(10 * inst.X, inst.Y, inst.v, np.ones(6), 5, 1e307, W=inst.W, normalized=True)
+
+
+def _exp_risk_direction(X, Y, v, W, p):
+    """-grad L(p) / ||grad L(p)|| for the exponential loss, in 60-digit arithmetic (mpmath)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 60
+    n, T, d = X.shape
+    K = X @ W
+    grad = [mpmath.mpf(0)] * d
+    for i in range(n):
+        logits = [mpmath.fsum(mpmath.mpf(K[i, t, e]) * mpmath.mpf(p[e]) for e in range(d))
+                  for t in range(T)]
+        weights = [mpmath.exp(a) for a in logits]
+        total = mpmath.fsum(weights)
+        s = [w / total for w in weights]
+        gamma = [Y[i] * mpmath.fsum(mpmath.mpf(v[e]) * mpmath.mpf(X[i, t, e]) for e in range(d))
+                 for t in range(T)]
+        z = mpmath.fsum(a * b for a, b in zip(s, gamma))
+        dz = -mpmath.exp(-z) / n
+        for t in range(T):
+            for e in range(d):
+                grad[e] += dz * s[t] * (gamma[t] - z) * mpmath.mpf(K[i, t, e])
+    norm = mpmath.sqrt(mpmath.fsum(g * g for g in grad))
+    return np.array([float(-g / norm) for g in grad])
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+def test_normalized_gd_stays_finite_where_the_gradient_overflows(engine, monkeypatch):
+    """Normalized GD's direction is finite even where the gradient is not (exp(1e5) > float64):
+    each step must be lr times the unit direction computed in arbitrary precision."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    if engine == "compiled":
+        pytest.importorskip("numba")
+    inst = mm.data.fig2()
+    v_huge = np.array([0.0, 0.0, -1e5])
+    run = mm.gd(inst.X, inst.Y, v_huge, inst.p0[:3], 2, 0.1, W=inst.W, loss="exponential",
+                normalized=True)
+    assert np.all(np.isfinite(run.p))
+    for b in range(3):
+        for k in range(2):
+            step = (run.p[k + 1, b] - run.p[k, b]) / 0.1
+            expected = _exp_risk_direction(inst.X, inst.Y, v_huge, inst.W, run.p[k, b])
+            np.testing.assert_allclose(step, expected, atol=1e-12)
+    traj = mm.gd_W(inst.X, inst.Y, v_huge, np.eye(3), np.array([1.0, 0.5, -0.5]), 2, 0.1,
+                   loss="exponential", normalized=True)
+    assert np.all(np.isfinite(traj.W))
