@@ -17,6 +17,140 @@ def ngd(inst, steps=200, **kw):
     return mm.gd(inst.X, inst.Y, inst.v, inst.p0, steps, 0.1, W=inst.W, normalized=True, **kw)
 
 
+ENGINES = ["torch", "compiled"]
+
+
+def use_engine(monkeypatch, engine):
+    """Select the GD engine on p; the compiled one needs numba, a runtime dependency (pinned in
+    pyproject.toml), so its absence fails rather than skips."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    assert mm.train.engine() == engine
+
+
+def autograd_path(inst, p0, steps, lr, normalized, loss="logistic", eps=1e-12):
+    """(steps + 1, d) iterates and (steps + 1,) risks of a per-run torch autograd loop (on one
+    thread: tiny ops on two threads of a busy machine run 30 times slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _autograd_path(inst, p0, steps, lr, normalized, loss, eps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _autograd_path(inst, p0, steps, lr, normalized, loss, eps):
+    X, Y, v, W = (torch.tensor(a) for a in (inst.X, inst.Y, inst.v, inst.W))
+    p = torch.tensor(p0, requires_grad=True)
+    path, risks = [], []
+    for k in range(steps + 1):
+        margin = Y * (torch.softmax(X @ (W @ p), -1) * (X @ v)).sum(-1)
+        risk = {"logistic": lambda z: torch.nn.functional.softplus(-z),
+                "exponential": lambda z: torch.exp(-z),
+                "correlation": lambda z: -z}[loss](margin).mean()
+        path.append(p.detach().numpy().copy())
+        risks.append(risk.item())
+        if k == steps:
+            break
+        (g,) = torch.autograd.grad(risk, p)
+        with torch.no_grad():
+            p -= lr * (g / (g.norm() + eps) if normalized else g)
+    return np.array(path), np.array(risks)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "correlation"])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_every_engine_matches_the_autograd_loop_to_1e_12(engine, loss, normalized, monkeypatch):
+    """Each iterate of both engines agrees with an independent autograd loop to 1e-12 relative
+    (norm of the difference over the norm of the iterate), for every built-in loss; 11 starts
+    (not a multiple of the compiled kernel's 8 lanes) and two instances in one gd_stack call."""
+    use_engine(monkeypatch, engine)
+    insts = [mm.data.random_instance(6, 5, 4, seed=s) for s in (3, 4)]
+    P0 = np.random.default_rng(0).standard_normal((2, 11, 4))
+    run = mm.gd_stack(np.stack([t.X for t in insts]), np.stack([t.Y for t in insts]),
+                      np.stack([t.v for t in insts]), P0, 40, 0.2, W=np.stack([t.W for t in insts]),
+                      loss=loss, normalized=normalized)
+    for m, inst in enumerate(insts):
+        for b in range(11):
+            path, risks = autograd_path(inst, P0[m, b], 40, 0.2, normalized, loss)
+            error = np.linalg.norm(run.p[:, m, b] - path, axis=-1)
+            assert np.all(error <= 1e-12 * np.maximum(np.linalg.norm(path, axis=-1), 1e-300)), \
+                (m, b, error.max())
+            np.testing.assert_allclose(run.loss[:, m, b], risks, rtol=1e-12, atol=1e-15)
+
+
+def test_compiled_and_torch_engines_agree_on_every_record(monkeypatch):
+    """The pure-torch fallback and the compiled kernel give the same records (iterates, risks,
+    tracked and other attention, final attention) to 1e-12 relative, on a run long enough for
+    some attention weights to fall below 1e-30 (relative accuracy there checks the kernel's exp
+    and softmax shift), with tracked tokens that are not the default."""
+    inst = mm.data.random_instance(7, 6, 5, seed=11)
+    P0 = np.random.default_rng(2).standard_normal((13, 5))
+    runs = {}
+    for engine in ENGINES:
+        use_engine(monkeypatch, engine)
+        runs[engine] = mm.gd(inst.X, inst.Y, inst.v, P0, 300, 1.0, W=inst.W, normalized=True,
+                             track=np.arange(7) % 6, record_every=7)
+    a, b = runs["torch"], runs["compiled"]
+    assert a.tracked_attention.min() < 1e-30
+    np.testing.assert_array_equal(a.steps, b.steps)
+    np.testing.assert_allclose(b.p, a.p, rtol=1e-12, atol=1e-13)
+    for name in ("loss", "tracked_attention", "other_attention", "final_attention"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-11, atol=0,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_record_every_holds_the_right_steps(engine, monkeypatch):
+    """record_every=k keeps steps 0, k, 2k, ... and the last; None keeps 0 and the last; each
+    record is the autograd loop's iterate at that step (an off-by-one would shift them), and the
+    result's methods work on any recording."""
+    use_engine(monkeypatch, engine)
+    inst = mm.data.random_instance(4, 3, 3, seed=5)
+    P0 = np.random.default_rng(1).standard_normal((3, 3))
+    path = np.stack([autograd_path(inst, p0, 30, 0.1, True)[0] for p0 in P0], axis=1)
+    for every, steps in ((7, [0, 7, 14, 21, 28, 30]), (10, [0, 10, 20, 30]), (None, [0, 30]),
+                         (1, list(range(31))), (31, [0, 30])):
+        run = mm.gd(inst.X, inst.Y, inst.v, P0, 30, 0.1, W=inst.W, normalized=True,
+                    record_every=every)
+        np.testing.assert_array_equal(run.steps, steps)
+        np.testing.assert_allclose(run.p, path[steps], rtol=1e-12, atol=1e-13)
+        assert run.loss.shape == run.norms.shape == run.cosine(np.ones(3)).shape == (len(steps), 3)
+        assert run.tracked_attention.shape == run.other_attention.shape == (len(steps), 3, 4)
+        assert run.selected_tokens().shape == (3, 4)
+
+
+def test_record_every_on_W_and_joint_runs():
+    """gd_W and gd_joint hold the steps that record_every asks for, and their last record is
+    the last iterate of the full recording."""
+    inst = mm.data.fig2()
+    full = mm.gd_W(inst.X, inst.Y, inst.v, np.eye(3), np.array([1.0, 0.5, -0.5]), 20, 0.1)
+    few = mm.gd_W(inst.X, inst.Y, inst.v, np.eye(3), np.array([1.0, 0.5, -0.5]), 20, 0.1,
+                  record_every=None)
+    np.testing.assert_array_equal(few.steps, [0, 20])
+    np.testing.assert_allclose(few.W, full.W[[0, 20]], rtol=1e-13)
+    assert few.cosine(np.eye(3)).shape == (2, 1)
+    joint = mm.data.fig3("tight")
+    full = mm.gd_joint(joint.X, joint.Y, joint.v0, joint.p0, 25, 0.1)
+    few = mm.gd_joint(joint.X, joint.Y, joint.v0, joint.p0, 25, 0.1, record_every=10)
+    np.testing.assert_array_equal(few.steps, [0, 10, 20, 25])
+    for name in ("v", "p", "loss", "probability", "tracked_attention"):
+        np.testing.assert_allclose(getattr(few, name), getattr(full, name)[[0, 10, 20, 25]],
+                                   rtol=1e-13, err_msg=name)
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+                                        (True, TypeError), ("3", TypeError)])
+def test_record_every_is_validated(bad, error):
+    inst = mm.data.fig2()
+    for call in (lambda: mm.gd(inst.X, inst.Y, inst.v, inst.p0, 5, 0.1, record_every=bad),
+                 lambda: mm.gd_joint(inst.X, inst.Y, inst.v, inst.p0, 5, 0.1, record_every=bad),
+                 lambda: mm.gd_W(inst.X, inst.Y, inst.v, np.eye(3), inst.p0[0], 5, 0.1,
+                                 record_every=bad)):
+        with pytest.raises(error, match="^record_every"):
+            call()
+
+
 @pytest.mark.parametrize("normalized", [False, True])
 def test_batched_gd_matches_a_per_run_autograd_loop(normalized):
     inst = mm.data.random_instance(6, 5, 4, seed=3)
