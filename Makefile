@@ -52,6 +52,7 @@ mutants: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gd.py
 	$(BIN)/python benchmarks/bench_svm.py
+	$(BIN)/python benchmarks/bench_explorers.py
 
 notebooks: $(STAMP)
 	$(BIN)/python scripts/make_notebooks.py notebooks
