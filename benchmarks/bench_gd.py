@@ -41,6 +41,7 @@ from maxmargin.nn import PromptAttention, logistic_risk
 N, T, D, RUNS, STEPS, LR, EPS = 100, 10, 10, 64, 200, 0.1, 1e-12
 PLAIN_BAR, LEAN_BAR = 2.0, 50.0
 LOOP_RUNS = 4      # per-run loops cost the same per trajectory-step whatever their count
+LOOP_STEPS = 50    # ... and whatever their number of steps: fewer, so the bench stays short
 REPEATS = 5        # interleaved repetitions
 AGREE = 1e-12      # largest relative difference of any iterate from the autograd reference
 AGREE_STEPS = 50
@@ -85,7 +86,7 @@ def lean_autograd_path(inst, p0, steps):
 
 
 def lean_autograd_loop(inst, P0):
-    return np.array([lean_autograd_path(inst, p0, STEPS)[-1] for p0 in P0])
+    return np.array([lean_autograd_path(inst, p0, LOOP_STEPS)[-1] for p0 in P0])
 
 
 def paper_style_loop(inst, P0):
@@ -94,7 +95,7 @@ def paper_style_loop(inst, P0):
     for p0 in P0:
         layer = PromptAttention(D, p=p0, v=inst.v, W=inst.W)
         opt = torch.optim.SGD([layer.p], lr=LR)
-        for _ in range(STEPS):
+        for _ in range(LOOP_STEPS):
             opt.zero_grad()
             logistic_risk(layer, X, Y).backward()
             with torch.no_grad():
@@ -116,21 +117,21 @@ def load() -> str:
 
 def side_by_side(inst, P0, threads: int) -> dict:
     """Median trajectory-steps/s of each contender, interleaved, at the default threads and one."""
-    contenders = [("engine, record_every=None", engine, P0, threads),
-                  ("engine, record_every=1", engine_recording, P0, threads)]
+    contenders = [("engine, record_every=None", engine, P0, threads, STEPS),
+                  ("engine, record_every=1", engine_recording, P0, threads, STEPS)]
     for n_threads in sorted({threads, 1}, reverse=True):
         contenders += [(f"plain batched loop, {n_threads} thread(s)", plain_batched_loop, P0,
-                        n_threads),
+                        n_threads, STEPS),
                        (f"lean autograd loop, {n_threads} thread(s)", lean_autograd_loop,
-                        P0[:LOOP_RUNS], n_threads),
+                        P0[:LOOP_RUNS], n_threads, LOOP_STEPS),
                        (f"paper-style loop, {n_threads} thread(s)", paper_style_loop,
-                        P0[:LOOP_RUNS], n_threads)]
+                        P0[:LOOP_RUNS], n_threads, LOOP_STEPS)]
     rates = {name: [] for name, *_ in contenders}
     for rep in range(REPEATS):
-        for name, fn, starts, n_threads in contenders:
+        for name, fn, starts, n_threads, steps in contenders:
             torch.set_num_threads(n_threads)
             seconds = timed(fn, inst, starts)
-            rates[name].append(len(starts) * STEPS / seconds)
+            rates[name].append(len(starts) * steps / seconds)
             print(f"   repetition {rep + 1}/{REPEATS}  {name:36s} {rates[name][-1]:12,.0f} "
                   f"trajectory-steps/s  ({seconds:5.2f} s)", flush=True)
     torch.set_num_threads(threads)
