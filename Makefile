@@ -62,6 +62,7 @@ mutants: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gd.py
 	$(BIN)/python benchmarks/bench_svm.py
+	$(BIN)/python benchmarks/bench_explorers.py
 
 # Plain notebooks (no MyST) with the numbers of the last build, or of one execution per chapter.
 notebooks: $(STAMP)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from .losses import Loss
+from .losses import EXPONENTIAL, Loss
 
 # ----------------------------------------------------------------------------------------------
 # numpy kernels
@@ -136,6 +136,27 @@ def logit_grad(s, deviation, margin, loss: Loss, out=None, n: int | None = None)
     out = torch.mul(s, deviation, out=out)
     out *= (loss.torch_derivative(margin) / (n or s.shape[0]))[:, None, :]
     return out
+
+
+def derivative_weights(margin: torch.Tensor, loss: Loss, normalized: bool):
+    """(weights, scale): weights (1/n) l'(z_i) for margins (..., n, B) of risks over n sequences.
+
+    When a weight overflows float64 and the step is ``normalized`` (whose direction does not
+    change when the gradient is scaled), the exponential loss's weights of each affected run
+    (column) are computed in the log domain, divided by exp(c) with c = max_i -z_i, and ``scale``
+    (..., 1, B) holds exp(-c) (1 for the other runs), by which the caller multiplies its eps.
+    ``scale`` is None when nothing overflowed; (None, None) when the weights are not finite and
+    cannot be rescaled (plain GD, another loss, or non-finite margins).
+    """
+    n = margin.shape[-2]
+    weights = loss.torch_derivative(margin) / n
+    if bool(torch.isfinite(weights).all()):
+        return weights, None
+    if not (normalized and loss is EXPONENTIAL) or not bool(torch.isfinite(margin).all()):
+        return None, None
+    bad = ~torch.isfinite(weights).all(dim=-2, keepdim=True)
+    c = torch.where(bad, torch.amax(-margin, dim=-2, keepdim=True), 0.0)
+    return -torch.exp(-margin - c) / n, torch.exp(-c)
 
 
 def contract_tokens(weights: torch.Tensor, K: torch.Tensor) -> torch.Tensor:

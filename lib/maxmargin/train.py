@@ -3,32 +3,41 @@
 Every routine runs many initializations at once as one array program: ``p0`` of shape (B, d)
 gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 ``x <- x - lr * g / (||g|| + eps)`` (each parameter normalized separately, as in the paper's runs).
+
+``record_every`` chooses which iterates a result holds: every step (1, the default), every k-th
+step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
+GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
+pure-torch loop :func:`_descend_torch`; the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
+``compiled`` or ``torch``) chooses, and a test checks that both give the same iterates.
 """
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import Loss, expit, get_loss
+from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss
 from .model import _softmax as softmax
 
 
 @dataclass(frozen=True)
 class Trajectory:
-    """A batch of B gradient-descent runs on p over ``steps`` iterations.
+    """A batch of B gradient-descent runs on p, recorded at R of its steps.
 
     Attributes
     ----------
-    p : (steps + 1, B, d) iterates, p[0] is the initialization.
-    loss : (steps + 1, B) risk at each iterate.
-    tracked_attention : (steps + 1, B, n) attention weight on token ``tracked[i]`` of sequence i.
-    other_attention : (steps + 1, B, n) attention on all the other tokens, summed; computed from
+    p : (R, B, d) iterates at the recorded steps; p[0] is the initialization, p[-1] the last.
+    loss : (R, B) risk at each recorded iterate.
+    tracked_attention : (R, B, n) attention weight on token ``tracked[i]`` of sequence i.
+    other_attention : (R, B, n) attention on all the other tokens, summed; computed from
         the small weights themselves, so it stays accurate far below 1e-16.
     tracked : (n,) token indices whose attention is recorded (default: the highest-score tokens).
     final_attention : (B, n, T) attention weights at the last iterate.
+    steps : (R,) the step index of each record (0, ..., steps with the default record_every=1).
     """
 
     p: np.ndarray
@@ -39,14 +48,15 @@ class Trajectory:
     final_attention: np.ndarray
     lr: float
     normalized: bool
+    steps: np.ndarray
 
     @property
     def norms(self) -> np.ndarray:
-        """(steps + 1, B) Euclidean norms of the iterates."""
+        """(R, B) Euclidean norms of the recorded iterates."""
         return np.linalg.norm(self.p, axis=-1)
 
     def cosine(self, direction) -> np.ndarray:
-        """(steps + 1, B) cosine similarity of each iterate with ``direction`` (d,); 0 at p = 0."""
+        """(R, B) cosine similarity of each recorded iterate with ``direction`` (d,); 0 at p = 0."""
         return cosine(self.p, _checks.vector(direction, self.p.shape[-1], "direction"))
 
     def selected_tokens(self) -> np.ndarray:
@@ -82,7 +92,8 @@ def _unit_scale(a: np.ndarray) -> np.ndarray:
 
 
 def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
-       normalized: bool = False, eps: float = 1e-12, track=None) -> Trajectory:
+       normalized: bool = False, eps: float = 1e-12, track=None,
+       record_every: int | None = 1) -> Trajectory:
     """Gradient descent on the prompt p with v and W fixed, batched over initializations.
 
     Parameters
@@ -92,32 +103,40 @@ def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic"
     steps, lr : number of iterations and step size.
     normalized : divide each gradient by (its norm + eps) before stepping.
     track : (n,) token indices whose attention to record; default argmax_t gamma_it.
+    record_every : keep every k-th iterate and the last (k = 1: all); None keeps the first and
+        the last only, so memory does not grow with ``steps``.
+
+    Raises ``ValueError`` if plain GD's gradient overflows float64 (normalized GD rescales it:
+    its direction is finite), naming the step and the cause (the scale of v, or lr).
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
-    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
+    gamma = _finite_scores(_kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v")))
     K = _kernels.keys(X, _checks.key_matrix(W, d))
     P = _initial_batch(p0, d, "p0")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
-    _affordable_descent(steps, len(P), n * T * d, d + 3 * n + 1, n * T)
+    _affordable_descent(steps, _record_count(steps, record_every),
+                        len(P), n * T * d, d + 3 * n + 1, n * T)
+    record = _record_steps(steps, record_every)
     tracked = np.argmax(gamma, axis=1) if track is None else _checks.indices(track, n, T, "track")
-    run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None])
+    run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None],
+                   record, "gd")
     return Trajectory(run.path[:, 0], run.loss[:, 0], run.on[:, 0], run.off[:, 0], tracked,
-                      run.final[0], lr, normalized)
+                      run.final[0], lr, normalized, record)
 
 
 @dataclass(frozen=True)
 class StackTrajectory(Trajectory):
     """B gradient-descent runs on p for each of M instances of the same shape (n, T, d).
 
-    The fields of :class:`Trajectory` with an instance axis after the step axis: ``p`` is
-    (steps + 1, M, B, d), ``loss`` (steps + 1, M, B), ``tracked_attention`` and
-    ``other_attention`` (steps + 1, M, B, n), ``tracked`` (M, n), ``final_attention`` (M, B, n, T).
+    The fields of :class:`Trajectory` with an instance axis after the record axis: ``p`` is
+    (R, M, B, d), ``loss`` (R, M, B), ``tracked_attention`` and ``other_attention``
+    (R, M, B, n), ``tracked`` (M, n), ``final_attention`` (M, B, n, T), ``steps`` (R,).
     """
 
     def cosine(self, directions) -> np.ndarray:
-        """(steps + 1, M, B) cosine of each iterate with its instance's direction; ``directions``
+        """(R, M, B) cosine of each iterate with its instance's direction; ``directions``
         is (M, d), or (M, B, d) for one direction per run."""
         directions = np.asarray(directions, dtype=np.float64)
         if directions.ndim == 2:
@@ -126,7 +145,8 @@ class StackTrajectory(Trajectory):
 
 
 def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
-             normalized: bool = False, eps: float = 1e-12, track=None) -> StackTrajectory:
+             normalized: bool = False, eps: float = 1e-12, track=None,
+             record_every: int | None = 1) -> StackTrajectory:
     """Gradient descent on p for a stack of M instances, B starts each, as one array program.
 
     Run ``m`` is exactly ``gd(X[m], Y[m], v[m], p0[m], ...)`` (the risk of each instance is its own
@@ -140,6 +160,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     p0 : (M, B, d) starts, or (B, d) / (d,) shared by every instance.
     W : (M, d, d), (d, d) shared, or None (identity).
     track : (M, n) token indices whose attention to record; default argmax_t gamma_it.
+    record_every : as in :func:`gd`.
     """
     X = _checks._as_float_array(X, "X")
     if X.ndim != 4:
@@ -156,7 +177,8 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     v = np.broadcast_to(v, (M, d)) if v.shape in ((d,), (M, d)) else None
     if v is None:
         raise ValueError(f"v: expected shape ({d},) or ({M}, {d})")
-    gamma = np.stack([_kernels.scores(X[m], _checks.labels(Y[m], n), v[m]) for m in range(M)])
+    gamma = _finite_scores(np.stack([_kernels.scores(X[m], _checks.labels(Y[m], n), v[m])
+                                     for m in range(M)]))
     if W is None:
         K = X
     else:
@@ -177,7 +199,9 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     normalized = _checks.flag(normalized, "normalized")
     if P.shape[1] < 1:
         raise ValueError(f"p0: needs at least one start (B >= 1), got shape {P.shape}")
-    _affordable_descent(steps, M * P.shape[1], n * T * d, d + 3 * n + 1, n * T)
+    _affordable_descent(steps, _record_count(steps, record_every),
+                        M * P.shape[1], n * T * d, d + 3 * n + 1, n * T)
+    record = _record_steps(steps, record_every)
     if track is None:
         tracked = np.argmax(gamma, axis=-1)
     else:
@@ -187,30 +211,124 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
                              f"each instance, got {track.shape}")
         tracked = np.stack([_checks.indices(t, n, T, "track") for t in track])
 
-    run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked)
-    return StackTrajectory(run.path, run.loss, run.on, run.off, tracked, run.final, lr, normalized)
+    run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked,
+                   record, "gd_stack")
+    return StackTrajectory(run.path, run.loss, run.on, run.off, tracked, run.final, lr, normalized,
+                           record)
 
 
 @dataclass(frozen=True)
 class _Records:
-    """What :func:`_descend` records for M instances x B runs."""
+    """What :func:`_descend` records for M instances x B runs at R steps."""
 
-    path: np.ndarray   # (steps + 1, M, B, d)
-    loss: np.ndarray   # (steps + 1, M, B)
-    on: np.ndarray     # (steps + 1, M, B, n) attention on the tracked tokens
-    off: np.ndarray    # (steps + 1, M, B, n) attention on all other tokens, summed
+    path: np.ndarray   # (R, M, B, d)
+    loss: np.ndarray   # (R, M, B)
+    on: np.ndarray     # (R, M, B, n) attention on the tracked tokens
+    off: np.ndarray    # (R, M, B, n) attention on all other tokens, summed
     final: np.ndarray  # (M, B, n, T) attention at the last iterate
 
 
-def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records:
+ENGINES = ("auto", "compiled", "torch")
+# "auto" compiles only for runs of at least this many multiply-adds (B (steps + 1) n T d summed
+# over instances), about 0.3 s of the torch loop, until the kernel is loaded: loading it from
+# numba's cache costs about a second per process, which small runs (explorers, chapters' figures)
+# would not win back.
+COMPILED_MIN_WORK = 10**7
+_LOSS_CODES = {id(LOGISTIC): 0, id(EXPONENTIAL): 1, id(CORRELATION): 2}  # as in _compiled
+
+
+def engine(work: float = float("inf")) -> str:
+    """The GD engine on p for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
+
+    Chosen by the environment variable MAXMARGIN_ENGINE: "auto" (the default: compiled when numba
+    can be imported, and the kernel is already loaded or ``work`` >= COMPILED_MIN_WORK),
+    "compiled" or "torch".
+    """
+    choice = os.environ.get("MAXMARGIN_ENGINE", "auto").strip().lower() or "auto"
+    if choice not in ENGINES:
+        raise ValueError(f"MAXMARGIN_ENGINE: expected one of {ENGINES}, got {choice!r}")
+    if choice == "torch":
+        return "torch"
+    if choice == "auto" and work < COMPILED_MIN_WORK and not _compiled_loaded():
+        return "torch"
+    try:
+        import numba  # noqa: F401  (deferred: importing numba costs about 0.3 s)
+    except ImportError:
+        if choice == "compiled":
+            raise ImportError("MAXMARGIN_ENGINE=compiled needs numba (pip install numba)") from None
+        return "torch"
+    return "compiled"
+
+
+def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller) -> _Records:
     """The GD engine behind :func:`gd` and :func:`gd_stack`: keys K (M, n, T, d), scores gamma
-    (M, n, T), starts P (M, B, d), tracked tokens (M, n); validated inputs, one array program."""
+    (M, n, T), starts P (M, B, d), tracked tokens (M, n), recorded steps ``record`` (R,);
+    validated inputs. Runs the compiled kernel for the three built-in losses when numba is there,
+    the torch loop otherwise; ``caller`` names the public function in error messages."""
+    M, n, T, d = K.shape
+    if id(loss) in _LOSS_CODES and engine(M * P.shape[1] * (steps + 1) * n * T * d) == "compiled":
+        return _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
+                                 caller)
+    return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller)
+
+
+def _compiled_loaded() -> bool:
+    module = sys.modules.get(__package__ + "._compiled")
+    return module is not None and bool(module._READY)
+
+
+def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
+                      caller) -> _Records:
+    from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
+
+    _compiled.ready()
     M, n, T, d = K.shape
     B = P.shape[1]
-    path = np.empty((steps + 1, M, B, d))
-    margins = np.empty((steps + 1, M * n, B))
-    on = np.empty((steps + 1, M, n, B))
-    off = np.empty((steps + 1, M, n, B))
+    lanes = _compiled.LANES
+    padded = -(-B // lanes) * lanes
+    P0 = np.empty((M, padded, d))
+    P0[:, :B] = P
+    P0[:, B:] = P[:, -1:]   # spare lanes repeat the last start; their results are dropped
+    R = len(record)
+    path = np.empty((R, M, padded, d))
+    margins = np.empty((R, M, padded, n))
+    on = np.empty((R, M, padded, n))
+    off = np.empty((R, M, padded, n))
+    final = np.empty((M, padded, n, T))
+    failed = np.full((M, padded), -1, dtype=np.int64)
+    args = (np.ascontiguousarray(K), np.ascontiguousarray(gamma), P0,
+            np.ascontiguousarray(tracked, dtype=np.int64), steps, lr, _LOSS_CODES[id(loss)],
+            bool(normalized), eps, record, path, margins, on, off, final, failed)
+    jobs = M * padded // lanes
+    threads = max(1, min(torch.get_num_threads(), jobs))
+    if threads == 1:
+        _compiled.descend(0, jobs, *args)
+    else:  # the kernel releases the GIL: one contiguous range of blocks per thread
+        from concurrent.futures import ThreadPoolExecutor
+
+        bounds = np.linspace(0, jobs, threads + 1).round().astype(int)
+        with ThreadPoolExecutor(threads) as pool:
+            for done in [pool.submit(_compiled.descend, int(a), int(b), *args)
+                         for a, b in zip(bounds[:-1], bounds[1:])]:
+                done.result()
+    failed = failed[:, :B]
+    if np.any(failed >= 0):
+        raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized)
+    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
+        risks = np.mean(loss.value(margins[:, :, :B]), axis=-1)
+    return _Records(path[:, :, :B], risks, on[:, :, :B], off[:, :, :B], final[:, :B])
+
+
+def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
+                   caller) -> _Records:
+    """The pure-torch engine: the whole batch as one array program per step."""
+    M, n, T, d = K.shape
+    B = P.shape[1]
+    R = len(record)
+    path = np.empty((R, M, B, d))
+    margins = np.empty((R, M * n, B))
+    on = np.empty((R, M, n, B))
+    off = np.empty((R, M, n, B))
     Kt = _kernels.tensor(K.reshape(M, n * T, d))
     KtT = Kt.transpose(1, 2).contiguous()  # (M, d, n T): a contiguous copy makes the contraction faster
     G = _kernels.tensor(gamma.reshape(M * n, T, 1))
@@ -218,54 +336,103 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked) -> _Records
     hit = np.arange(T) == tracked[..., None]  # (M, n, T)
     on_mask = torch.from_numpy(hit.reshape(M * n, 1, T).astype(np.float64))
     off_mask = 1.0 - on_mask
+    r = 0
 
     with _kernels.threads_for(M * n * T * B):
         for k in range(steps + 1):
-            path[k] = Pt.transpose(1, 2).numpy()
             logits = (Kt @ Pt).reshape(M * n, T, B)
             shift, top = torch.max(logits, dim=1, keepdim=True)
             s = _kernels.softmax_tokens_(logits, shift)
-            on[k] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
-            off[k] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
             margin, deviation = _kernels.margins(s, G, top)
-            margins[k] = margin.numpy()
+            if record[r] == k:
+                path[r] = Pt.transpose(1, 2).numpy()
+                on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
+                off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
+                margins[r] = margin.numpy()
+                r += 1
             if k == steps:
                 break
-            dlogits = _kernels.logit_grad(s, deviation, margin, loss, out=s, n=n)
+            weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
+            if weights is None:
+                raise _overflow(caller, k, gamma, lr, loss, normalized)
+            dlogits = torch.mul(s, deviation, out=s)
+            dlogits *= weights.reshape(M * n, 1, B)
             grad = KtT @ dlogits.reshape(M, n * T, B)  # (M, d, B)
-            Pt = Pt - lr * _step_direction(grad, normalized, eps)
+            if not bool(torch.isfinite(grad).all()):
+                raise _overflow(caller, k, gamma, lr, loss, normalized)
+            Pt = Pt - lr * _step_direction(grad, normalized, eps if scale is None else eps * scale)
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     risks = loss.torch_value(torch.from_numpy(margins)).numpy()
-    risks = np.mean(risks.reshape(steps + 1, M, n, B), axis=2)
+    risks = np.mean(risks.reshape(R, M, n, B), axis=2)
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
+
+
+def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool) -> ValueError:
+    """The error for a gradient that overflowed float64 at ``step``, naming the likely cause."""
+    low = float(np.min(gamma))
+    if loss is EXPONENTIAL and low < -700.0:
+        cause = (f"the exponential loss's derivative exp(-z) overflows for margins z below "
+                 f"-709.8, and the scores Y_i v^T x_it reach {low:.3g}: reduce the scale of v"
+                 + ("" if normalized else ", or use normalized=True (its direction is finite)"))
+    else:
+        cause = (f"the iterate or its logits k_it^T p left float64: lr = {lr:g} is too large "
+                 f"for these inputs (or the scale of v or X is)")
+    return ValueError(f"{caller}: the gradient at step {step} is not finite in float64; {cause}")
+
+
+def _finite_scores(gamma: np.ndarray) -> np.ndarray:
+    if not np.all(np.isfinite(gamma)):
+        raise ValueError("v: the scores Y_i v^T x_it overflow float64; reduce the scale of v or X")
+    return gamma
+
+
+def _record_count(steps: int, record_every) -> int:
+    """How many steps a run records (see :func:`_record_steps`), without allocating them."""
+    if record_every is None:
+        return 2
+    k = _checks.positive_int(record_every, "record_every")
+    return -(-steps // k) + 1
+
+
+def _record_steps(steps: int, record_every) -> np.ndarray:
+    """(R,) the step indices a run records: 0, k, 2k, ... and ``steps``; (0, steps) for None."""
+    if record_every is None:
+        return np.array([0, steps])
+    record_every = _checks.positive_int(record_every, "record_every")
+    kept = np.arange(0, steps + 1, record_every)
+    return kept if kept[-1] == steps else np.append(kept, steps)
 
 
 @dataclass(frozen=True)
 class WTrajectory:
-    """A batch of B gradient-descent runs on W: ``W`` is (steps + 1, B, d, d), ``loss`` (steps + 1, B)."""
+    """A batch of B gradient-descent runs on W recorded at R steps: ``W`` is (R, B, d, d),
+    ``loss`` (R, B), ``steps`` (R,) the step index of each record."""
 
     W: np.ndarray
     loss: np.ndarray
     lr: float
     normalized: bool
+    steps: np.ndarray
 
     def cosine(self, direction) -> np.ndarray:
-        """(steps + 1, B) Frobenius cosine of each iterate with the matrix ``direction`` (d, d)."""
+        """(R, B) Frobenius cosine of each recorded iterate with the matrix ``direction`` (d, d)."""
         flat = self.W.reshape(self.W.shape[:2] + (-1,))
         return cosine(flat, np.asarray(direction, dtype=np.float64).reshape(-1))
 
 
 def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logistic",
-         normalized: bool = False, eps: float = 1e-12) -> WTrajectory:
+         normalized: bool = False, eps: float = 1e-12,
+         record_every: int | None = 1) -> WTrajectory:
     """Gradient descent on the key-query matrix W with fixed queries, batched over initializations.
 
     ``W0`` is (d, d) or (B, d, d); ``queries`` is (n, d) (one query z_i per sequence) or (d,)
-    (the prompt p shared by every sequence).
+    (the prompt p shared by every sequence); ``record_every`` as in :func:`gd`. Raises
+    ``ValueError`` naming the step and the cause (v's scale or lr) if the gradient overflows.
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
-    gamma = _kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
+    gamma = _finite_scores(_kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v")))
     Z = _checks.queries(queries, n, d)
     Wk = _checks._as_float_array(W0, "W0")
     if Wk.shape == (d, d):
@@ -275,38 +442,49 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logist
     _checks.finite(Wk, "W0")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
-    _affordable_descent(steps, Wk.shape[0], n * T * d * (d + 2), d * d + 1, n * T)
+    _affordable_descent(steps, _record_count(steps, record_every),
+                        Wk.shape[0], n * T * d * (d + 2), d * d + 1, n * T)
+    record = _record_steps(steps, record_every)
 
-    path = np.empty((steps + 1,) + Wk.shape)
-    risks = np.empty((steps + 1, Wk.shape[0]))
+    path = np.empty((len(record),) + Wk.shape)
+    margins = np.empty((len(record), n, Wk.shape[0]))
     G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
+    r = 0
     with _kernels.threads_for(n * T * Wk.shape[0]):
         for k in range(steps + 1):
-            path[k] = Wk
             logits = _kernels.self_attention_logits(X, Wk, Z)
             s = _kernels.tensor(softmax(logits).transpose(1, 2, 0))
             margin, deviation = _kernels.margins(s, G)
-            risks[k] = np.mean(loss.value(margin.numpy()), axis=0)
+            if record[r] == k:
+                path[r], margins[r] = Wk, margin.numpy()
+                r += 1
             if k == steps:
                 break
-            dlogits = _kernels.logit_grad(s, deviation, margin, loss, out=s)
+            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
+            if weights is None:
+                raise _overflow("gd_W", k, gamma, lr, loss, normalized)
+            dlogits = torch.mul(s, deviation, out=s)
+            dlogits *= weights[:, None, :]
             grad = torch.einsum("ntb,ntd,ne->bde", dlogits, Xt, Zt)
-            flat = _step_direction(grad.reshape(grad.shape[0], -1).T, normalized, eps).T
+            if not bool(torch.isfinite(grad).all()):
+                raise _overflow("gd_W", k, gamma, lr, loss, normalized)
+            flat = _step_direction(grad.reshape(grad.shape[0], -1).T, normalized,
+                                   eps if scale is None else eps * scale).T
             Wk = Wk - lr * flat.reshape(Wk.shape).numpy()
-    bad = ~np.isfinite(path).reshape(steps + 1, -1).all(axis=1)
-    if bad.any():
-        raise ValueError(f"gd_W: W overflowed at step {int(np.argmax(bad))} (the loss, its "
-                         f"gradient or the step became non-finite); check lr, loss and the scale "
-                         f"of v and X")
-    return WTrajectory(path, risks, lr, normalized)
+            if not np.all(np.isfinite(Wk)):
+                raise _overflow("gd_W", k, gamma, lr, loss, normalized)
+    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
+        risks = np.mean(loss.value(margins), axis=1)
+    return WTrajectory(path, risks, lr, normalized, record)
 
 
 @dataclass(frozen=True)
 class JointTrajectory:
-    """A batch of B joint runs on (v, p).
+    """A batch of B joint runs on (v, p), recorded at R steps.
 
-    ``v`` and ``p`` are (steps + 1, B, d); ``loss`` and ``probability`` (the mean over sequences of
-    sigmoid(Y_i f(X_i))) are (steps + 1, B); ``tracked_attention`` is (steps + 1, B, n).
+    ``v`` and ``p`` are (R, B, d); ``loss`` and ``probability`` (the mean over sequences of
+    sigmoid(Y_i f(X_i))) are (R, B); ``tracked_attention`` is (R, B, n); ``steps`` (R,) the step
+    index of each record.
     """
 
     v: np.ndarray
@@ -317,16 +495,18 @@ class JointTrajectory:
     tracked: np.ndarray
     lr: float
     normalized: bool
+    steps: np.ndarray
 
 
 def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
              normalized: bool = True, eps_v: float = 1e-12, eps_p: float = 1e-12,
-             track=None) -> JointTrajectory:
+             track=None, record_every: int | None = 1) -> JointTrajectory:
     """Gradient descent on v and p together, batched over initializations.
 
     ``v0`` and ``p0`` are (d,) or (B, d) (broadcast against each other). With ``normalized`` the
     two gradients are normalized separately. ``track`` (n,) are the token indices whose attention is
-    recorded; by default the highest-score tokens under the final v.
+    recorded; by default the highest-score tokens under the final v. ``record_every`` as in
+    :func:`gd`.
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
@@ -342,38 +522,47 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
     normalized = _checks.flag(normalized, "normalized")
     if track is not None:
         _checks.indices(track, n, T, "track")
-    _affordable_descent(steps, len(P), n * T * d, 2 * d + 2 * n + n * T, n * T)
-    rows = np.arange(n)
+    _affordable_descent(steps, _record_count(steps, record_every), len(P), n * T * d,
+                        2 * d + 2 * n + n * T, n * T)
+    record = _record_steps(steps, record_every)
+    R = len(record)
 
     B = P.shape[0]
-    vs, ps = np.empty((steps + 1, B, d)), np.empty((steps + 1, B, d))
-    margins = np.empty((steps + 1, n, B))
-    attention = np.empty((steps + 1, n, T, B))
+    vs, ps = np.empty((R, B, d)), np.empty((R, B, d))
+    margins = np.empty((R, n, B))
+    attention = np.empty((R, n, T, B))
     Xt, K, Yt, V, P = (_kernels.tensor(a) for a in (X, K, Y, V.T, P.T))
+    r = 0
     with _kernels.threads_for(n * T * B):
         for k in range(steps + 1):
-            vs[k], ps[k] = V.T.numpy(), P.T.numpy()
             gamma = Yt[:, None, None] * torch.einsum("ntd,db->ntb", Xt, V)
             s = _kernels.attention_from_keys(K, P)
-            attention[k] = s.numpy()
             margin, deviation = _kernels.margins(s, gamma)
-            margins[k] = margin.numpy()
+            if record[r] == k:
+                vs[r], ps[r] = V.T.numpy(), P.T.numpy()
+                attention[r], margins[r] = s.numpy(), margin.numpy()
+                r += 1
             if k == steps:
                 break
-            weight_v = loss.torch_derivative(margin) * (Yt / n)[:, None]
-            grad_v = _kernels.contract_tokens(s * weight_v[:, None, :], Xt)
-            grad_p = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, loss), K)
-            V = V - lr * _step_direction(grad_v, normalized, eps_v)
-            P = P - lr * _step_direction(grad_p, normalized, eps_p)
+            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
+            if weights is None:
+                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
+            grad_v = _kernels.contract_tokens(s * (weights * Yt[:, None])[:, None, :], Xt)
+            grad_p = _kernels.contract_tokens(s * deviation * weights[:, None, :], K)
+            if not (bool(torch.isfinite(grad_v).all()) and bool(torch.isfinite(grad_p).all())):
+                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
+            V = V - lr * _step_direction(grad_v, normalized, eps_v if scale is None else eps_v * scale)
+            P = P - lr * _step_direction(grad_p, normalized, eps_p if scale is None else eps_p * scale)
     V = V.T.numpy()
-    risks = np.mean(loss.value(margins), axis=1)
+    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
+        risks = np.mean(loss.value(margins), axis=1)
     probs = np.mean(expit(margins), axis=1)
     if track is None:
         tracked = np.argmax(_kernels.scores(X, Y, V[0]), axis=1)
     else:
         tracked = _checks.indices(track, n, T, "track")
-    return JointTrajectory(vs, ps, risks, probs, attention[:, rows, tracked].transpose(0, 2, 1), tracked,
-                           lr, normalized)
+    return JointTrajectory(vs, ps, risks, probs, attention[:, np.arange(n), tracked].transpose(0, 2, 1),
+                           tracked, lr, normalized, record)
 
 
 def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: int = 200,
@@ -438,13 +627,14 @@ def _recording_bytes(n_records: int, batch: int, per_run: int) -> float:
     return 8.0 * n_records * batch * per_run
 
 
-def _affordable_descent(steps: int, batch: int, step_work: int, per_run: int, final: int) -> None:
+def _affordable_descent(steps: int, records: int, batch: int, step_work: int, per_run: int,
+                        final: int) -> None:
     """Refuse a descent whose estimated cost exceeds the library's limits (_checks.affordable):
     ``steps`` steps of ``batch`` runs, each ``step_work`` multiply-adds per run and step (plus a
-    fixed overhead per step), recording ``per_run`` numbers per run and step, and ``final``
-    numbers per run at the end."""
+    fixed overhead per step), recording ``per_run`` numbers per run at each of ``records``
+    recorded steps, and ``final`` numbers per run at the end."""
     operations = float(steps) * (4.0 * batch * step_work + STEP_OVERHEAD)
-    nbytes = _recording_bytes(steps + 1, batch, per_run) + 8.0 * batch * final
+    nbytes = _recording_bytes(records, batch, per_run) + 8.0 * batch * final
     _checks.affordable("steps", steps, operations, nbytes, f"a descent of {batch} run(s)")
 
 

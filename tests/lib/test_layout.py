@@ -72,8 +72,12 @@ def test_core_names_do_not_name_a_figure_or_chapter():
 
 
 def test_import_maxmargin_loads_no_drawing_library_and_no_cvxpy():
-    code = ("import maxmargin, sys; "
-            "print(sorted(m for m in ('matplotlib', 'ipywidgets', 'cvxpy') if m in sys.modules))")
+    """Nor numba: it is imported (and the kernel compiled or loaded) only when a large GD run
+    first needs it, which a small run does not."""
+    code = ("import maxmargin, sys; import numpy as np; "
+            "maxmargin.gd(np.eye(2)[None], [1.0], [1.0, 0.0], [0.0, 0.0], 3, 0.1); "
+            "print(sorted(m for m in ('matplotlib', 'ipywidgets', 'cvxpy', 'numba') "
+            "if m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(PACKAGE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

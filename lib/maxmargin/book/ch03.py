@@ -2,6 +2,8 @@
 Fig. 1 instance."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .. import data
@@ -12,10 +14,21 @@ from .ch02 import FIG1_NAMES
 from .explore import live
 
 
-def _svm_rays(ax, inst, locally_optimal_only: bool = True):
-    """Draw the ATT-SVM direction of each (locally-optimal) selection of a one-sequence instance."""
+@lru_cache(maxsize=64)
+def _moved_selections(x3_score: float):
+    """The moved Fig. 1 instance and its feasible selections, cached: the score explorer solves
+    them again only when x3's score changes, not when the start moves."""
+    inst = data.fig1_moved(x3_score)
+    return inst, tuple(feasible_selections(inst.X, inst.Y, inst.v, inst.W))
+
+
+def _svm_rays(ax, inst, locally_optimal_only: bool = True, selections=None):
+    """Draw the ATT-SVM direction of each (locally-optimal) selection of a one-sequence instance
+    (``selections``: its precomputed feasible selections, found here if None)."""
     top = int(np.argmax(inst.scores[0]))
-    for s in feasible_selections(inst.X, inst.Y, inst.v, inst.W):
+    if selections is None:
+        selections = feasible_selections(inst.X, inst.Y, inst.v, inst.W)
+    for s in selections:
         if locally_optimal_only and not s.locally_optimal:
             continue
         t = s.alpha[0]
@@ -53,14 +66,14 @@ def draw_score_explorer(ax, x3_score: float = 0.0, angle: float = -80.0, norm: f
     ATT-SVM rays of the locally-optimal selections and the path; the title names the selected
     token. Returns the selected token index.
     """
-    inst = data.fig1_moved(x3_score)
+    inst, selections = _moved_selections(float(x3_score))
     a = np.deg2rad(angle)
     run = gd(inst.X, inst.Y, inst.v, [norm * np.cos(a), norm * np.sin(a), 0.0], steps, 0.1,
              W=inst.W, normalized=True)
     ax.set_xlim(-8, 20)
     ax.set_ylim(-10, 20)
     ax.set_aspect("equal")
-    _svm_rays(ax, inst)
+    _svm_rays(ax, inst, selections=selections)
     plots.draw_tokens(ax, inst.X[0, :, :2], optimal=0, size=70, labels=list(FIG1_NAMES))
     plots.draw_paths(ax, run.p, color=plots.BLACK)
     t = int(run.selected_tokens()[0, 0])

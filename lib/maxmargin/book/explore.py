@@ -27,15 +27,33 @@ def live(draw: Callable, width: float = 5.0, height: float = 4.0, **controls):
     """An ``ipywidgets.interactive`` that redraws ``draw(ax, **params)`` as the controls move.
 
     ``controls`` are ipywidgets (or anything ``interactive`` accepts) keyed by parameter name.
+    One figure serves every update (its ``figure`` attribute): the axes are cleared and redrawn,
+    and the constrained layout is solved once, at the first update, then frozen, since solving it
+    again took most of an update's time.
     """
     import ipywidgets
 
-    def redraw(**params):
-        fig, (ax,) = plots.panels(width=width, height=height)
-        draw(ax, **params)
-        plt.show()
+    fig, (ax,) = plots.panels(width=width, height=height)
+    plt.close(fig)  # displayed by each update, not by the inline backend at the end of the cell
 
-    return ipywidgets.interactive(redraw, **controls)
+    def redraw(**params):
+        ax.clear()
+        draw(ax, **params)
+        _show(fig)
+
+    widget = ipywidgets.interactive(redraw, **controls)
+    widget.figure = fig
+    return widget
+
+
+def _show(fig) -> None:
+    """Display ``fig`` in the widget's output; the first time, fix its layout for good."""
+    from IPython.display import display
+
+    if fig.get_layout_engine() is not None:
+        fig.canvas.draw()                  # the constrained layout places the axes once
+        fig.set_layout_engine("none")
+    display(fig)
 
 
 def small_multiples(draw: Callable, settings: Sequence[dict], ncols: int = 3, width: float = 3.4,
@@ -100,13 +118,14 @@ def _prompt_plane_layout(k: int, width: float | None = None, height: float | Non
 
 
 def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence: int = 0,
-                      colorbar: bool = True):
+                      colorbar: bool = True, svm=None):
     """Draw the loss landscape over the (p1, p2) plane and the attention at marked prompts.
 
     plane : Axes for the map of log10(L(p) - L*); bars : one Axes per point for the attention
     weights of sequence ``sequence``; inst : a :class:`maxmargin.data.Instance` with d >= 2;
     points : (k, 2) prompts (p1, p2) (other coordinates 0); names : k labels (default A, B, ...);
-    grid : a precomputed :func:`maxmargin.excess_risk_on_plane` (computed here if None).
+    grid : a precomputed :func:`maxmargin.excess_risk_on_plane` (computed here if None);
+    svm : the instance's precomputed :func:`maxmargin.att_svm` (solved here if None).
     Returns the excess risks (k,) at the points.
     """
     points = _checks.finite(np.atleast_2d(_checks._as_float_array(points, "points")), "points")
@@ -129,7 +148,7 @@ def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence
                       labels=[f"$x_{t + 1}$" for t in range(T)], size=90)
     for label in plane.texts:
         label.set_color("white")
-    svm = att_svm(inst.X, inst.optimal, W=inst.W)
+    svm = att_svm(inst.X, inst.optimal, W=inst.W) if svm is None else svm
     plots.direction(plane, svm.p, color=plots.VERMILLION, label=r"$p^{\mathrm{mm}}$ direction")
     P = np.zeros((len(points), d))
     P[:, :2] = points
@@ -165,16 +184,23 @@ def prompt_explorer(inst, sequence: int = 0, max_norm: float = 10.0):
     import ipywidgets
 
     grid = excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W)
+    svm = att_svm(inst.X, inst.optimal, W=inst.W)
+    fig, plane, bars = _prompt_plane_layout(1)
+    plt.close(fig)  # displayed by each update (see :func:`live`)
 
     def redraw(angle, norm):
         theta = np.deg2rad(angle)
-        fig, plane, bars = _prompt_plane_layout(1)
+        first = fig.get_layout_engine() is not None
+        plane.clear()
+        bars[0].clear()
         draw_prompt_plane(plane, bars, inst, [[norm * np.cos(theta), norm * np.sin(theta)]],
-                          names=["p"], grid=grid, sequence=sequence)
-        plt.show()
+                          names=["p"], grid=grid, sequence=sequence, colorbar=first, svm=svm)
+        _show(fig)
 
-    return ipywidgets.interactive(
+    widget = ipywidgets.interactive(
         redraw,
         angle=ipywidgets.FloatSlider(value=95.0, min=-180.0, max=180.0, step=1.0,
                                      description="angle (deg)"),
         norm=ipywidgets.FloatSlider(value=2.0, min=0.0, max=max_norm, step=0.1, description="norm"))
+    widget.figure = fig
+    return widget
