@@ -107,10 +107,10 @@ def regularization_path(X, Y, v, radii, W=None, loss: str | Loss = "logistic", s
     W = _checks.key_matrix(W, d)
     loss = get_loss(loss)
     radii = _radii(radii)
-    starts = _checks.positive_int(starts, "starts", minimum=0)
+    # Without a cone the first radius has no start but the random ones; a cone adds its axis.
+    starts = _checks.positive_int(starts, "starts", minimum=0 if cone is not None else 1)
     steps = _checks.positive_int(steps, "steps")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"seed: expected an integer, got {type(seed).__name__}")
+    seed = _checks.seed(seed, "seed")
     _radius_range(X, W, radii)
     objective = _objective(X, Y, v, W, loss)
     with _kernels.threads_for(0):  # many tiny solves: one torch thread

@@ -359,7 +359,16 @@ BAD_ARGUMENTS = {
     "G with inf": (lambda: mm.least_distance([[np.inf, 0.0]], [1.0]), ValueError, "^G: non-finite"),
     "h with NaN": (lambda: mm.least_distance([[1.0, 0.0]], [np.nan]), ValueError, "^h: non-finite"),
     "least_distance tol": (lambda: mm.least_distance([[1.0, 0.0]], [1.0], tol=-1.0), ValueError, "^tol: "),
+    # starts=0 used to pass validation and fail later unpacking None (no start at the first radius)
+    "path starts zero": (lambda: _fig1a_path(starts=0), ValueError, "^starts: must be >= 1"),
+    "path seed negative": (lambda: _fig1a_path(seed=-1), ValueError, "^seed: must be >= 0"),
+    "path seed float": (lambda: _fig1a_path(seed=1.5), TypeError, "^seed: expected an integer"),
 }
+
+
+def _fig1a_path(**kwargs):
+    inst = mm.data.fig1("a")
+    return mm.regularization_path(inst.X, inst.Y, inst.v, [1.0], W=inst.W, steps=5, **kwargs)
 
 
 @pytest.mark.parametrize("case", list(BAD_ARGUMENTS))
