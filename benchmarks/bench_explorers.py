@@ -25,6 +25,7 @@ from maxmargin.book import ch02, ch03, ch05, ch06, explore  # noqa: E402
 
 BAR_MS = 150.0
 MOVES = 5  # values per control, spread over its range
+WARM_UP_S = 5.0  # seconds between showing an explorer and the first slider move
 
 
 def chapter_02_explorer():
@@ -51,11 +52,12 @@ def values(control) -> list:
     """MOVES settings across a control's range (a slider's, or a dropdown's options)."""
     if getattr(control, "options", None):
         return [o[1] if isinstance(o, tuple) else o for o in control.options][:MOVES]
-    if hasattr(control, "max"):
+    if hasattr(control, "max"):  # on the slider's own grid of steps, as a reader moves it
         grid = np.linspace(control.min, control.max, MOVES + 2)[1:-1]
+        grid = control.min + np.round((grid - control.min) / control.step) * control.step
         if type(control).__name__ == "FloatLogSlider":
             grid = control.base ** grid
-        return [float(x) for x in grid]
+        return [float(np.round(x, 10)) for x in grid]
     return [not control.value, control.value]
 
 
@@ -79,6 +81,7 @@ def main() -> int:
     slow = []
     for name, build in EXPLORERS.items():
         widget = build()
+        time.sleep(WARM_UP_S)  # what a reader takes to reach the slider: background caches fill
         controls = [c for c in widget.kwargs_widgets if hasattr(c, "value")
                     and type(c).__name__ != "fixed"]
         update_ms(widget, controls[0], values(controls[0])[-1])  # first move: layout, caches

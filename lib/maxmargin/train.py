@@ -303,10 +303,10 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     threads = max(1, min(torch.get_num_threads(), jobs))
     if threads == 1:
         _compiled.descend(0, jobs, *args)
-    else:  # the kernel releases the GIL: one contiguous range of blocks per thread
+    else:  # the kernel releases the GIL; four ranges of blocks per thread balance the load
         from concurrent.futures import ThreadPoolExecutor
 
-        bounds = np.linspace(0, jobs, threads + 1).round().astype(int)
+        bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
         with ThreadPoolExecutor(threads) as pool:
             for done in [pool.submit(_compiled.descend, int(a), int(b), *args)
                          for a, b in zip(bounds[:-1], bounds[1:])]:

@@ -1,6 +1,10 @@
 """Chapter 6, joint training: Fig. 3 panels of the joint paths of (v, p) and their explorer."""
 from __future__ import annotations
 
+import atexit
+import threading
+from functools import lru_cache
+
 import numpy as np
 
 from .. import _checks, data
@@ -68,6 +72,12 @@ def joint_run(c: float, steps: int = 200):
     return inst, run, joint_svms(inst.X, inst.Y, [1, 1, 1], inst.W)
 
 
+@lru_cache(maxsize=256)
+def _cached_joint_run(c: float, steps: int):
+    """:func:`joint_run`, remembered: the explorer's slider revisits the same values of c."""
+    return joint_run(c, steps)
+
+
 def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, title: bool = True):
     """Explorer panel: Fig. 3 with the third selected token at (0.5, c).
 
@@ -75,7 +85,7 @@ def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, titl
     the full ATT-SVM (gray dashed) and v^mm (blue dashed); the title gives the angle of the last p
     and of both SVM directions. Returns the angles in degrees (gd, relaxed, full).
     """
-    inst, run, svms = joint_run(c, steps)
+    inst, run, svms = _cached_joint_run(round(float(c), 10), int(steps))
     angle = lambda p: float(np.degrees(np.arctan2(p[1], p[0])))  # noqa: E731
     p_last = run.p[-1, 0]
     angles = (angle(p_last), angle(svms.relaxed.p), angle(svms.full.p))
@@ -96,5 +106,19 @@ def joint_explorer(steps: int = 200):
     def draw(ax, c):
         joint_panel(ax, c=c, steps=steps, legend=True)
 
-    return live(draw, width=6.0, height=5.0,
-                c=ipywidgets.FloatSlider(value=1.5, min=0.6, max=2.0, step=0.05, description="c"))
+    slider = ipywidgets.FloatSlider(value=1.5, min=0.6, max=2.0, step=0.05, description="c")
+    values = [float(c) for c in np.round(np.arange(slider.min, slider.max + 1e-9, slider.step), 10)]
+    # Computing a joint run takes most of an update: precompute the slider's values in the
+    # background, so that a slider move only draws.
+    stop = threading.Event()
+
+    def precompute():
+        for c in values:
+            if stop.is_set():
+                return
+            _cached_joint_run(c, steps)
+
+    worker = threading.Thread(target=precompute, daemon=True)
+    worker.start()
+    atexit.register(lambda: (stop.set(), worker.join()))  # never stop torch mid-run at exit
+    return live(draw, width=6.0, height=5.0, c=slider)
