@@ -19,13 +19,15 @@ TORCH_INDEX_URL := $(PYTORCH_CPU_INDEX)
 endif
 TORCH_PIN := $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
 
-.PHONY: book test test-repo test-lib test-chapters test-notebooks test-site mutants bench notebooks course clean
+.PHONY: book test test-repo test-lib test-chapters test-notebooks test-site test-portability mutants bench notebooks course clean
 
 # The virtual environment: created on first use, re-installed only when the pins change.
+# --no-compile: pip would byte-compile every module of every package (torch alone has thousands),
+# 60 of its 170 CPU seconds here; Python compiles the modules a program imports on first use.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(TORCH_INDEX_URL),$(BIN)/python -m pip install -q --index-url "$(TORCH_INDEX_URL)" "$(TORCH_PIN)")
-	$(BIN)/python -m pip install -q -e ".[book,test]"
+	$(if $(TORCH_INDEX_URL),$(BIN)/python -m pip install -q --no-compile --index-url "$(TORCH_INDEX_URL)" "$(TORCH_PIN)")
+	$(BIN)/python -m pip install -q --no-compile -e ".[book,test]"
 	@touch $@
 
 # Offline MathJax, fetched from the npm registry at a pinned version (scripts/fetch_vendor.sh).
@@ -44,15 +46,26 @@ test-repo: $(STAMP)
 test-lib: $(STAMP)
 	$(PYTEST) tests/lib -n 2 -q
 
+# Each notebook page executed once, as a reader runs it (the exported notebook, outside the
+# repository); the run is saved in _build/executed/ (scripts/executed.py) for test-site.
 test-chapters: $(STAMP)
 	$(PYTEST) tests/chapters -n 2 -q
 
-# The exported notebooks (scripts/export.py): conversion, no MyST, each run outside the repository.
+# The notebook export (scripts/export.py): conversion of every construct, no MyST, standalone.
 test-notebooks: $(STAMP)
 	$(PYTEST) tests/notebooks -n 2 -q
 
+# Two workers (tests/site/conftest.py schedules them): one builds the book (from the chapter
+# stage's runs when they are current) and drives Chromium; the other builds the tiny books and
+# the course packs meanwhile.
 test-site: $(STAMP) $(VENDOR)
-	$(PYTEST) tests/site -q
+	$(PYTEST) tests/site -n 2 -q
+
+# Not part of `make test`: tests/lib and the chapters under several arithmetic environments
+# (OpenBLAS kernels, torch's SIMD level, 1 and 2 threads, each GD engine); see
+# tests/portability.py. About N minutes.
+test-portability: $(STAMP)
+	$(BIN)/python tests/portability.py
 
 # Mutation check (not part of `make test`, see CONTRIBUTING.md): each realistic bug listed in
 # tests/mutants.py, applied to a copy of lib/, must make tests/lib fail.

@@ -26,6 +26,7 @@ import yaml
 from bibliography import cite_labels, read_bib, reference_entry
 from bookindex import (CODE_FENCE, DIRECTIVE, MATH_LABEL, PROOF_KINDS, TARGET_LINE, Target,
                        book_index, figure_options, split_directive)
+import executed
 from bookutils import ROOT, read_notebook
 
 # ----------------------------------------------------------------------------- glue values
@@ -57,13 +58,19 @@ def _build_glue(source: Path, root: Path) -> Path:
 def glue_values(source: Path, *, root: Path = ROOT, timeout: int = 300) -> dict[str, object]:
     """The glued values of a chapter: key -> the text/plain string that myst-nb formats.
 
-    From the executed build (``_build/jupyter_execute/<docname>.glue.json``, which myst-nb
-    writes) when that file is newer than the source and the library: the exported prose then
-    shows exactly the numbers of the site. Otherwise the chapter is executed once with nbclient, in a temporary
-    folder (the build cache is absent on a fresh clone and on Binder, and a stale one would
-    show numbers the code no longer computes).
+    From the first of these that is current: the chapter's saved execution
+    (``_build/executed/``, which `make test` writes; see :mod:`executed`), the executed build
+    (``_build/jupyter_execute/<docname>.glue.json``, which myst-nb writes, when it is newer than
+    the source and the library): the exported prose then shows exactly the numbers of that run.
+    Otherwise the chapter is executed once with nbclient, in a temporary folder (neither is
+    there on a fresh clone or on Binder, and a stale one would show numbers the code no longer
+    computes).
     """
     source = Path(source).resolve()
+    if source.is_relative_to(root.resolve()):
+        saved = executed.load(_docname(source, root), root)
+        if saved is not None:
+            return harvest_glue(saved)
     cached = _build_glue(source, root)
     inputs = [source, *(root / "lib").rglob("*.py")]   # the chapter and the library it runs
     if cached.exists() and cached.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):

@@ -34,11 +34,11 @@ def execute(path: Path):
     try:
         client.execute()
     except CellExecutionError as exc:
-        failure = _describe_failure(nb, exc)
+        failure = describe_failure(nb, exc)
     return nb, time.perf_counter() - start, failure
 
 
-def _describe_failure(nb, exc) -> str:
+def describe_failure(nb, exc) -> str:
     for index, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             if out.output_type == "error":

@@ -1,4 +1,4 @@
-"""Chapter tests: the per-chapter timing fixture and the wall-time summary."""
+"""Chapter tests: the reader's environment, the per-chapter timing fixture, the summary."""
 from __future__ import annotations
 
 import os
@@ -7,15 +7,24 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "scripts"))
+sys.path.insert(0, str(HERE.parent / "notebooks"))    # residue.py, shared with the course tests
 
 # Chapters execute two at a time (pytest -n 2) on two cores, so each kernel gets one BLAS /
 # OpenMP / torch thread. With the default pools the four threads oversubscribe the cores and
-# spin-wait: an 8 s chapter was measured at 128 s that way.
+# spin-wait: an 8 s chapter was measured at 128 s that way. The reader's kernels inherit these.
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 from chapter_exec import BUDGET_S, TIMINGS, record_timing  # noqa: E402
+from reader import Reader, make_reader  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def reader(tmp_path_factory) -> Reader:
+    """A fresh virtual environment outside the repository with the library pip-installed."""
+    return make_reader(tmp_path_factory.mktemp("reader"))
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Every chapter runs standalone: no cell reads a name an exercise binds or a later cell
 binds again, no draw from a global random state, no generator shared between cells (re-running a cell after the
-exercises must give the same output). Static; test_exported.py re-runs one page for real."""
+exercises must give the same output). Static; tests/chapters/test_execute.py re-runs one page for real."""
 from __future__ import annotations
 
 import nbformat

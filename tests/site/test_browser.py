@@ -4,13 +4,17 @@ Checks: HTTP 200 for the page and every asset it requests, math typeset, images 
 error output, no console or page error (Chromium's own request for /favicon.ico aside), the page
 weight (bytes of the page and of everything it loads, written to _build/timings/page-weights.json
 and printed at the end of the session), the layout at phone width (390 px), and search snippets
-without raw TeX. Full-page screenshots go to _build/screenshots/<page>.png (light theme),
-_build/screenshots/dark/ and _build/screenshots/phone/.
+without raw TeX. Screenshots go to _build/screenshots/<page>.png (light theme),
+_build/screenshots/dark/ and _build/screenshots/phone/: the first screen of each page, or the
+whole page with BOOK_FULL_SCREENSHOTS=1 (a full-page PNG of a 30,000 px chapter took 10-16 s,
+half of each test's time, and is a picture for people to look at, not a check).
 """
 from __future__ import annotations
 
+import fcntl
 import gzip
 import json
+import os
 import re
 from urllib.parse import unquote, urlsplit
 
@@ -23,6 +27,11 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 WEIGHTS = ROOT / "_build" / "timings" / "page-weights.json"
 CHAPTER_WEIGHT_LIMIT = 3_000_000  # bytes: a chapter page and everything it loads
 PHONE = {"width": 390, "height": 844}
+FULL_PAGE = os.environ.get("BOOK_FULL_SCREENSHOTS", "") not in ("", "0")
+# Playwright's waits (page load, MathJax, network idle) give up after this long. Its default of
+# 30 s was exceeded once, by a network-idle wait on a machine loaded about three times over
+# (`make test-site` runs two workers); the bound only limits a hang, it decides no check.
+WAIT_MS = 120_000
 
 # The book has no favicon; Chromium asks for one anyway. Nothing else may fail or log an error.
 ALLOWED_ERRORS = [re.compile(r"Failed to load resource: .* 404 .*/favicon\.ico")]
@@ -105,9 +114,11 @@ def record_weight(docname: str, urls: set[str], site_url: str, built_html) -> in
             compressed += len(gzip.compress(data, compresslevel=6, mtime=0))
             files += 1
     WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
-    data[docname] = {"bytes": total, "gzip_bytes": compressed, "files": files}
-    WEIGHTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    with open(WEIGHTS.with_suffix(".lock"), "w") as lock:   # two workers write it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
+        data[docname] = {"bytes": total, "gzip_bytes": compressed, "files": files}
+        WEIGHTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return total
 
 
@@ -115,6 +126,7 @@ def record_weight(docname: str, urls: set[str], site_url: str, built_html) -> in
 @pytest.mark.parametrize("docname", toc_docnames())
 def test_page_renders(docname, scheme, browser, site_url, built_html):
     context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     errors, failed, loaded = [], [], set()
     page.on("console", lambda m: m.type == "error" and errors.append(
@@ -143,7 +155,7 @@ def test_page_renders(docname, scheme, browser, site_url, built_html):
 
         if scheme == "light":
             weight = record_weight(docname, loaded, site_url, built_html)
-        page.screenshot(path=str(screenshot_path(docname, scheme)), full_page=True)
+        page.screenshot(path=str(screenshot_path(docname, scheme)), full_page=FULL_PAGE)
     finally:
         context.close()
     unexpected = [e for e in errors if not any(p.search(e) for p in ALLOWED_ERRORS)]
@@ -162,13 +174,14 @@ def test_phone_width(docname, browser, site_url):
     multi-panel figures keep a legible height in a box of their own that scrolls sideways."""
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True,
                                   device_scale_factor=2)
+    context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     try:
         page.goto(f"{site_url}/{docname}.html", wait_until="load")
         page.evaluate(WAIT_FOR_MATH)
         page.wait_for_load_state("networkidle")
         layout = page.evaluate(PHONE_LAYOUT)
-        page.screenshot(path=str(screenshot_path(docname, "phone")), full_page=True)
+        page.screenshot(path=str(screenshot_path(docname, "phone")), full_page=FULL_PAGE)
     finally:
         context.close()
     assert layout["pageWidth"] <= layout["width"] + 1, \
@@ -182,6 +195,7 @@ def test_phone_width(docname, browser, site_url):
 def test_search_snippets_have_no_raw_tex(browser, site_url):
     """Search results show math in their snippets as text, without TeX delimiters."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     snippets = []
     try:

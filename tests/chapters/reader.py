@@ -1,40 +1,23 @@
-"""Every exported notebook executes outside the repository, the way a reader runs it, and its
-Markdown shows no MyST.
-
-For each notebook page of the toc, the exported notebook's code (install cell first) is
-executed once, from a temporary folder outside the repository, in a kernel of a fresh virtual
-environment where the library is installed as a reader installs it (`pip install`, not
-editable; the dependencies come from the project's environment through a .pth file). The
-values that this run glues then fill the prose of the export, so the numbers a reader sees
-are the numbers the notebook computes; the test checks that the exported code cells are
-exactly the ones it ran, that no MyST residue is left (rendered with markdown-it-py), and that
-every glued value the prose quotes appears in it. One page is also re-run cell by cell after
-its exercises (last cell first), and must print the same outputs.
-"""
+"""A reader's environment: a fresh virtual environment outside the repository with the library
+installed as a reader installs it, and a kernel that runs notebooks there."""
 from __future__ import annotations
 
 import copy
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-import pytest
 
-import export
-from bookutils import ROOT, chapter_notebooks, clean_for_export, read_notebook
-from residue import residue
+from bookutils import ROOT
 
-PAGES = chapter_notebooks()
-RERUN = {"chapters/01-attention-model"}   # the re-run check doubles a page's time: one page
 CELL_TIMEOUT = 300
-GLUE_ROLE = re.compile(r"\{glue(?::text|:)?\}`([^`]*)`")
 
 
 @dataclass
@@ -46,17 +29,17 @@ class Reader:
     env: dict
 
 
-@pytest.fixture(scope="session")
-def reader(tmp_path_factory) -> Reader:
-    home = tmp_path_factory.mktemp("reader")
+def make_reader(home: Path) -> Reader:
+    """A venv in ``home`` where `pip install` (not editable) put the library; the dependencies
+    (numpy, torch, ipykernel, ...) come from the project's environment through a .pth file."""
     venv = home / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; "
                               "print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    # The dependencies (numpy, torch, ipykernel, ...) of the project's environment. Its .pth
-    # files are not read from there, so its editable install of the library is not seen.
+    # The project environment's .pth files are not read from there, so its editable install
+    # of the library is not seen.
     Path(purelib, "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     source = home / "src"       # a copy: the build must not write into the repository
     source.mkdir()
@@ -95,11 +78,21 @@ def outputs(cell) -> list:
     return seen
 
 
-def execute(nb, reader: Reader, folder: Path, *, rerun: bool) -> list | None:
+@dataclass
+class Run:
+    """One execution in the reader's kernel: wall seconds of the notebook's own cells (kernel
+    start included, the re-run excluded), and the cells whose outputs a re-run changed."""
+
+    seconds: float
+    changed: list
+
+
+def execute(nb, reader: Reader, folder: Path, *, rerun: bool) -> Run:
     """Run ``nb`` in place in the reader's kernel from ``folder``; with ``rerun``, run every
     cell a second time after the whole notebook, last cell first (so that each re-run sees
     the state the end of the notebook left, not a state its predecessors rebuilt), and
-    return the cells whose outputs changed."""
+    report the cells whose outputs changed. A failing cell raises nbclient's
+    CellExecutionError (its output is in ``nb``)."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
@@ -110,9 +103,11 @@ def execute(nb, reader: Reader, folder: Path, *, rerun: bool) -> list | None:
     client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, kernel_name="reader",
                             resources={"metadata": {"path": str(folder)}})
     changed = []
+    start = time.perf_counter()
     with client.setup_kernel(env=reader.env, cwd=str(folder)):
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
+        seconds = time.perf_counter() - start
         probe = nbformat.v4.new_code_cell("import maxmargin\nprint(maxmargin.__file__)")
         nb.cells.append(probe)
         client.execute_cell(probe, len(nb.cells) - 1)
@@ -130,54 +125,4 @@ def execute(nb, reader: Reader, folder: Path, *, rerun: bool) -> list | None:
                 nb.cells[index] = cell
                 if outputs(again) != first[index]:
                     changed.append((index, first[index], outputs(again)))
-    return changed
-
-
-@pytest.mark.chapter
-@pytest.mark.parametrize("source", PAGES, ids=lambda p: p.stem)
-def test_exported_notebook_runs_outside_the_repository_and_reads_without_myst(
-        source, reader, tmp_path):
-    docname = source.relative_to(ROOT).with_suffix("").as_posix()
-    assert not tmp_path.resolve().is_relative_to(ROOT.resolve())
-    config = export.read_config()
-
-    runnable = read_notebook(source)
-    first_code = next(i for i, c in enumerate(runnable.cells) if c.cell_type == "code")
-    runnable.cells.insert(first_code, export.install_cell(config))
-    runnable = clean_for_export(runnable)
-    changed = execute(runnable, reader, tmp_path, rerun=docname in RERUN)
-    values = export.harvest_glue(runnable)
-
-    plain = export.export_notebook(source, values, config=config)
-    nbformat.validate(plain)
-    assert [c.source for c in plain.cells if c.cell_type == "code"] == \
-        [c.source for c in runnable.cells if c.cell_type == "code"], \
-        "the exported code cells differ from the ones executed"
-    assert [c for c in plain.cells if c.cell_type == "code"][0].metadata["export"] == \
-        {"install": True}
-
-    problems = [f"markdown cell {i}: {r}" for i, cell in enumerate(plain.cells)
-                if cell.cell_type == "markdown" for r in residue(cell.source)]
-    assert not problems, "MyST residue in the export:\n" + "\n".join(problems)
-
-    text = "\n".join(c.source for c in plain.cells if c.cell_type == "markdown")
-    quoted = {m.split("::")[-1].rsplit(":", 1)[0] if ":" in m.split("::")[-1] else m
-              for m in GLUE_ROLE.findall(source.read_text(encoding="utf8"))}
-    used = plain.metadata["export"]["glue"]
-    assert set(used) == quoted, f"glued values not quoted: {quoted ^ set(used)}"
-    missing = {key: shown for key, shown in used.items() if shown not in text}
-    assert not missing, f"glued values that do not appear in the prose: {missing}"
-
-    assert not changed, "re-running cells after the exercises changed their outputs:\n" + \
-        "\n".join(f"code cell {i}: {a} -> {b}" for i, a, b in changed)
-
-
-def test_the_rerun_check_sees_a_changed_output(reader, tmp_path):
-    """The re-run comparison can fail: a generator created in one cell and drawn from in the
-    next gives another number when that cell is run again."""
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("import numpy as np\nrng = np.random.default_rng(0)"),
-        nbformat.v4.new_code_cell("print(rng.normal())"),
-        nbformat.v4.new_code_cell("print(np.random.default_rng(0).normal())")])
-    changed = execute(nb, reader, tmp_path, rerun=True)
-    assert [index for index, _, _ in changed] == [1]
+    return Run(seconds, changed)
