@@ -215,6 +215,18 @@ MUTANTS = [
            "return 8.0 * n_records * batch * per_run",
            "return 8.0 * n_records * per_run",
            ("test_bad_inputs.py",)),
+    Mutant("train.py", "gd_joint: dropped 1/n in the v-gradient",
+           "s * (weights * Yt[:, None])[:, None, :]",
+           "s * (weights * n * Yt[:, None])[:, None, :]",
+           ("test_reference_joint.py",)),
+    Mutant("train.py", "gd_joint: v normalized with eps_p instead of eps_v",
+           "V = V - lr * _step_direction(grad_v, normalized, eps_v if scale is None else eps_v * scale)",
+           "V = V - lr * _step_direction(grad_v, normalized, eps_p if scale is None else eps_p * scale)",
+           ("test_reference_joint.py",)),
+    Mutant("train.py", "gd_W: the W-gradient transposed (z x^T instead of x z^T)",
+           '"ntb,ntd,ne->bde"',
+           '"ntb,ntd,ne->bed"',
+           ("test_reference_gd.py",)),
 ]
 
 

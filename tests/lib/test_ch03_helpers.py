@@ -13,6 +13,7 @@ import torch  # noqa: E402
 import maxmargin as mm  # noqa: E402
 from maxmargin.book import ch03, plots  # noqa: E402
 from maxmargin.train import StackTrajectory, gd_stack
+from roundoff import assert_every_step_matches, prompt_model, step_bounds  # noqa: E402
 
 
 def stack(instances):
@@ -30,11 +31,24 @@ def test_gd_stack_equals_gd_on_each_instance(normalized):
     assert run.p.shape == (81, 4, 3, 5) and run.loss.shape == (81, 4, 3)
     assert run.tracked_attention.shape == (81, 4, 3, 3) and run.final_attention.shape == (4, 3, 3, 4)
     for m, inst in enumerate(instances):
-        ref = mm.gd(inst.X, inst.Y, inst.v, P0[m], 80, 0.5, W=inst.W, normalized=normalized)
-        np.testing.assert_allclose(run.p[:, m], ref.p, rtol=1e-10, atol=1e-11)
-        np.testing.assert_allclose(run.loss[:, m], ref.loss, rtol=1e-12)
-        np.testing.assert_allclose(run.tracked_attention[:, m], ref.tracked_attention, atol=1e-13)
-        np.testing.assert_array_equal(run.selected_tokens()[m], ref.selected_tokens())
+        # step by step: mm.gd from every iterate of instance m (one batch, one step) gives the
+        # next; 80 steps of two engines compared whole would compare accumulated rounding
+        ref = mm.gd(inst.X, inst.Y, inst.v, run.p[:, m].reshape(-1, 5), 1, 0.5, W=inst.W,
+                    normalized=normalized)
+        np.testing.assert_array_equal(run.p[0, m], P0[m])
+        model = prompt_model(inst.X, inst.Y, inst.v, inst.W,
+                             lambda z: torch.nn.functional.softplus(-z))
+        for b in range(3):
+            atol = step_bounds(model, run.p[:, m, b], 0.5, normalized, 1e-12)
+            error = np.abs(ref.p[1].reshape(81, 3, 5)[:-1, b] - run.p[1:, m, b]).max(axis=-1)
+            assert np.all(error <= atol), (m, b, np.max(error / atol))
+        # the records at the same iterate: single evaluations
+        np.testing.assert_allclose(run.loss[:, m], ref.loss[0].reshape(81, 3), rtol=1e-12)
+        np.testing.assert_allclose(run.tracked_attention[:, m],
+                                   ref.tracked_attention[0].reshape(81, 3, 3), atol=1e-13)
+        final = mm.attention(inst.X, run.p[-1, m], inst.W)   # (3, n, T) at the last iterate
+        np.testing.assert_allclose(run.final_attention[m], final, rtol=1e-11, atol=1e-300)
+        np.testing.assert_array_equal(run.selected_tokens()[m], final.argmax(axis=-1))
     np.testing.assert_allclose(run.tracked_attention + run.other_attention, 1.0, atol=1e-13)
 
 
@@ -46,16 +60,11 @@ def test_gd_stack_matches_an_autograd_loop_with_shared_inputs():
     v = rng.standard_normal(3)
     p0 = rng.standard_normal((2, 3))
     run = gd_stack(X, Y, v, p0, 30, 0.2)
-    for m in range(2):
-        Xt, Yt, vt = (torch.tensor(a) for a in (X[m], Y[m], v))
+    for m in range(2):  # step by step, at one step's rounding bound (roundoff.py)
+        model = prompt_model(X[m], Y[m], v, None, lambda z: torch.nn.functional.softplus(-z))
         for b in range(2):
-            p = torch.tensor(p0[b], requires_grad=True)
-            for k in range(30):
-                np.testing.assert_allclose(run.p[k, m, b], p.detach().numpy(), rtol=1e-11, atol=1e-12)
-                f = (torch.softmax(Xt @ p, -1) * (Xt @ vt)).sum(-1)
-                (g,) = torch.autograd.grad(torch.nn.functional.softplus(-Yt * f).mean(), p)
-                with torch.no_grad():
-                    p -= 0.2 * g
+            assert_every_step_matches(run.p[:, m, b], run.loss[:, m, b], model, 0.2, False,
+                                      1e-12, p0[b], risk_rtol=1e-11)
 
 
 def test_gd_stack_other_attention_is_accurate_below_machine_epsilon():

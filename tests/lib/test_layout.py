@@ -80,6 +80,7 @@ def test_import_maxmargin_loads_no_drawing_library_and_no_cvxpy():
             "if m in sys.modules))")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(PACKAGE.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    env.pop("MAXMARGIN_ENGINE", None)  # the default engine choice ("auto"), whatever the caller set
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

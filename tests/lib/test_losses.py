@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import maxmargin as mm
+from roundoff import assert_every_step_matches, prompt_model
 
 NAMES = sorted(mm.LOSSES)
 # margins from the moderate range to far beyond exp's overflow threshold (709.78)
@@ -113,12 +114,6 @@ def instance(seed):
     return X, Y, rng.standard_normal(3), rng.standard_normal((3, 3)), rng.standard_normal(3)
 
 
-def torch_risk(X, Y, v, p, W, name):
-    X, Y, v, W = torch.tensor(X), torch.tensor(Y), torch.tensor(v), torch.tensor(W)
-    s = torch.softmax(X @ (W @ p), dim=-1)
-    return torch_loss(name)(Y * (s * (X @ v)).sum(-1)).mean()
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_risk_and_gradients_match_autograd_for_every_loss(name):
     """Bugs caught: the risk or a gradient (in p, v or W) using the wrong loss derivative."""
@@ -143,12 +138,7 @@ def test_gd_matches_an_autograd_loop_for_every_loss(name, normalized):
     X, Y, v, W, _ = instance(4)
     P0 = np.random.default_rng(5).standard_normal((2, 3))
     traj = mm.gd(X, Y, v, P0, 15, 0.3, W=W, loss=name, normalized=normalized)
-    for b in range(2):
-        p = torch.tensor(P0[b], requires_grad=True)
-        for k in range(16):
-            np.testing.assert_allclose(traj.p[k, b], p.detach().numpy(), rtol=0, atol=1e-11)
-            risk = torch_risk(X, Y, v, p, W, name)
-            assert traj.loss[k, b] == pytest.approx(risk.item(), rel=1e-11)
-            (g,) = torch.autograd.grad(risk, p)
-            with torch.no_grad():
-                p -= 0.3 * (g / (g.norm() + 1e-12) if normalized else g)
+    model = prompt_model(X, Y, v, W, torch_loss(name))
+    for b in range(2):  # step by step, at one step's rounding bound (roundoff.py)
+        assert_every_step_matches(traj.p[:, b], traj.loss[:, b], model, 0.3, normalized, 1e-12,
+                                  P0[b], risk_rtol=1e-11)

@@ -5,6 +5,7 @@ import torch
 
 import maxmargin as mm
 from maxmargin.nn import PromptAttention, logistic_risk
+from roundoff import prompt_model, step_bounds
 
 
 def test_module_matches_library_forward_and_gradients():
@@ -22,13 +23,19 @@ def test_module_matches_library_forward_and_gradients():
 
 
 def test_sgd_on_the_prompt_is_the_library_gd():
+    """Step by step: torch's SGD step of the module from each of gd's iterates gives the next,
+    to one step's rounding bound (roundoff.py; 25 steps compared whole would compare rounding
+    accumulated differently by two implementations)."""
     inst = mm.data.fig1("b")
-    layer = PromptAttention(3, p=inst.p0[4], v=inst.v, W=inst.W)
-    opt = torch.optim.SGD([layer.p], lr=0.5)
+    traj = mm.gd(inst.X, inst.Y, inst.v, inst.p0[4], 25, 0.5, W=inst.W)
+    model = prompt_model(inst.X, inst.Y, inst.v, inst.W, lambda z: torch.nn.functional.softplus(-z))
+    atol = step_bounds(model, traj.p[:, 0], 0.5, False, 1e-12)
     X, Y = torch.tensor(inst.X), torch.tensor(inst.Y)
-    for _ in range(25):
+    for k in range(25):
+        layer = PromptAttention(3, p=traj.p[k, 0], v=inst.v, W=inst.W)
+        opt = torch.optim.SGD([layer.p], lr=0.5)
         opt.zero_grad()
         logistic_risk(layer, X, Y).backward()
         opt.step()
-    traj = mm.gd(inst.X, inst.Y, inst.v, inst.p0[4], 25, 0.5, W=inst.W)
-    np.testing.assert_allclose(layer.p.detach().numpy(), traj.p[-1, 0], rtol=1e-11)
+        np.testing.assert_allclose(layer.p.detach().numpy(), traj.p[k + 1, 0], rtol=0,
+                                   atol=atol[k], err_msg=f"step {k}")

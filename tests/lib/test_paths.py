@@ -210,7 +210,7 @@ def test_path_is_reproducible():
     inst = mm.data.fig2()
     a = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], inst.W, starts=3, seed=5, steps=50)
     b = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], inst.W, starts=3, seed=5, steps=50)
-    np.testing.assert_array_equal(a.points, b.points)
+    np.testing.assert_array_equal(a.points, b.points)  # bit for bit: one process, same code and inputs
 
 
 # ----------------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 ``gd_stack`` runs M instances x B starts as one array program, each instance with its own v and
 its own (non-symmetric) W; ``gd_W`` trains the key-query matrix with one query per sequence.
 The references replay every run on its own: the model written out in torch, the loss from the
-formula string of its registry entry, autograd for the gradient.
+formula string of its registry entry, autograd for the gradient. They are compared step by step
+(the reference's step from each of the library's iterates, at the rounding bound of one step,
+see roundoff.py), so that no tolerance depends on how a CPU's kernels round along a trajectory.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 import torch
 
 import maxmargin as mm
+from roundoff import assert_every_step_matches, prompt_model
 
 STEPS = 25
 
@@ -19,23 +22,6 @@ STEPS = 25
 def torch_loss(name: str):
     formula = mm.LOSSES[name].formula
     return lambda x: eval(formula, {"__builtins__": {}}, {"log": torch.log, "exp": torch.exp, "x": x})
-
-
-def descend(risk_of, x0, steps, lr, normalized, eps):
-    """Plain or normalized GD on one parameter by autograd: iterates and risks, (steps + 1) each."""
-    x = torch.tensor(x0)
-    iterates, risks = [], []
-    for k in range(steps + 1):
-        x = x.detach().requires_grad_(True)
-        risk = risk_of(x)
-        iterates.append(x.detach().clone())
-        risks.append(risk.item())
-        if k == steps:
-            break
-        (g,) = torch.autograd.grad(risk, x)
-        with torch.no_grad():
-            x = x - lr * (g / (g.norm() + eps) if normalized else g)
-    return torch.stack(iterates).numpy(), np.array(risks)
 
 
 @pytest.mark.parametrize("normalized", [False, True])
@@ -53,18 +39,10 @@ def test_gd_stack_matches_an_autograd_loop_per_instance(loss, normalized):
     traj = mm.gd_stack(X, Y, V, P0, STEPS, 0.3, W=W, loss=loss, normalized=normalized, eps=1e-9)
     assert traj.p.shape == (STEPS + 1, M, B, d) and traj.loss.shape == (STEPS + 1, M, B)
     for m in range(M):
-        Xm, Ym, Wm = torch.tensor(X[m]), torch.tensor(Y[m]), torch.tensor(W[m])
-        values = Xm @ torch.tensor(V[m])
-
-        def risk_of(p):
-            s = torch.softmax(Xm @ (Wm @ p), dim=-1)  # logits x_it^T W_m p
-            return torch_loss(loss)(Ym * (s * values).sum(-1)).mean()
-
+        model = prompt_model(X[m], Y[m], V[m], W[m], torch_loss(loss))  # logits x_it^T W_m p
         for b in range(B):
-            p, risks = descend(risk_of, P0[m, b], STEPS, 0.3, normalized, 1e-9)
-            # normalized steps amplify rounding where a gradient is small: 1e-9 relative
-            np.testing.assert_allclose(traj.p[:, m, b], p, rtol=1e-9, atol=1e-10)
-            np.testing.assert_allclose(traj.loss[:, m, b], risks, rtol=1e-9, atol=1e-12)
+            assert_every_step_matches(traj.p[:, m, b], traj.loss[:, m, b], model, 0.3,
+                                      normalized, 1e-9, P0[m, b])
 
 
 def test_gd_stack_shared_W_and_v_are_broadcast():
@@ -78,14 +56,8 @@ def test_gd_stack_shared_W_and_v_are_broadcast():
     p0 = rng.standard_normal(d)
     traj = mm.gd_stack(X, Y, v, p0, STEPS, 0.2, W=W, normalized=True, eps=1e-9)
     for m in range(M):
-        Xm, Ym = torch.tensor(X[m]), torch.tensor(Y[m])
-
-        def risk_of(p):
-            s = torch.softmax(Xm @ (torch.tensor(W) @ p), dim=-1)
-            return torch.nn.functional.softplus(-Ym * (s * (Xm @ torch.tensor(v))).sum(-1)).mean()
-
-        p, _ = descend(risk_of, p0, STEPS, 0.2, True, 1e-9)
-        np.testing.assert_allclose(traj.p[:, m, 0], p, rtol=0, atol=1e-10)
+        model = prompt_model(X[m], Y[m], v, W, lambda z: torch.nn.functional.softplus(-z))
+        assert_every_step_matches(traj.p[:, m, 0], traj.loss[:, m, 0], model, 0.2, True, 1e-9, p0)
 
 
 @pytest.mark.parametrize("normalized", [False, True])
@@ -102,12 +74,14 @@ def test_gd_W_with_one_query_per_sequence_matches_an_autograd_loop(normalized):
     traj = mm.gd_W(X, Y, v, W0, Z, STEPS, 0.4, normalized=normalized, eps=1e-9)
     assert traj.W.shape == (STEPS + 1, B, d, d)
     Xt, Yt, Zt = torch.tensor(X), torch.tensor(Y), torch.tensor(Z)
+    values = Yt[:, None] * (Xt @ torch.tensor(v))
+    keys = torch.einsum("ntd,ne->ntde", Xt, Zt)  # d logit_it / dW = x_it z_i^T
 
-    def risk_of(W):
+    def model(W):
         s = torch.softmax(torch.einsum("ntd,de,ne->nt", Xt, W, Zt), dim=-1)  # x_it^T W z_i
-        return torch.nn.functional.softplus(-Yt * (s * (Xt @ torch.tensor(v))).sum(-1)).mean()
+        margin = (s * values).sum(-1)
+        return torch.nn.functional.softplus(-margin).mean(), margin, s, values, keys
 
     for b in range(B):
-        W, risks = descend(risk_of, W0[b], STEPS, 0.4, normalized, 1e-9)
-        np.testing.assert_allclose(traj.W[:, b], W, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(traj.loss[:, b], risks, rtol=1e-10, atol=1e-12)
+        assert_every_step_matches(traj.W[:, b], traj.loss[:, b], model, 0.4, normalized, 1e-9,
+                                  W0[b])

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import maxmargin as mm
+from roundoff import assert_every_step_matches, autograd_step, noisy_spread, prompt_model
 
 P_GLOBAL_FIG1 = np.array([-10 / 101, 100 / 101, 0.0])   # p^mm(x1), Fig. 1
 P_LOCAL_FIG1 = np.array([1.0, 0.0, 0.0])                # p^mm(x2), Fig. 1
@@ -27,33 +28,23 @@ def use_engine(monkeypatch, engine):
     assert mm.train.engine() == engine
 
 
-def autograd_path(inst, p0, steps, lr, normalized, loss="logistic", eps=1e-12):
+LOSS_TORCH = {"logistic": lambda z: torch.nn.functional.softplus(-z),
+              "exponential": lambda z: torch.exp(-z),
+              "correlation": lambda z: -z}
+
+
+def autograd_path(inst, p0, steps, lr, normalized, loss="logistic", eps=1e-12,
+                  perturb=lambda x, atol: x):
     """(steps + 1, d) iterates and (steps + 1,) risks of a per-run torch autograd loop (on one
-    thread: tiny ops on two threads of a busy machine run 30 times slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _autograd_path(inst, p0, steps, lr, normalized, loss, eps)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _autograd_path(inst, p0, steps, lr, normalized, loss, eps):
-    X, Y, v, W = (torch.tensor(a) for a in (inst.X, inst.Y, inst.v, inst.W))
-    p = torch.tensor(p0, requires_grad=True)
-    path, risks = [], []
+    thread: tiny ops on two threads of a busy machine run 30 times slower), continuing after
+    each step from ``perturb(x, atol)`` (roundoff.noisy_spread)."""
+    model = prompt_model(inst.X, inst.Y, inst.v, inst.W, LOSS_TORCH[loss])
+    p, path, risks = np.array(p0, dtype=float), [], []
     for k in range(steps + 1):
-        margin = Y * (torch.softmax(X @ (W @ p), -1) * (X @ v)).sum(-1)
-        risk = {"logistic": lambda z: torch.nn.functional.softplus(-z),
-                "exponential": lambda z: torch.exp(-z),
-                "correlation": lambda z: -z}[loss](margin).mean()
-        path.append(p.detach().numpy().copy())
-        risks.append(risk.item())
-        if k == steps:
-            break
-        (g,) = torch.autograd.grad(risk, p)
-        with torch.no_grad():
-            p -= lr * (g / (g.norm() + eps) if normalized else g)
+        path.append(p)
+        nxt, risk, atol, _ = autograd_step(model, p, lr, normalized, eps)
+        risks.append(risk)
+        p = perturb(nxt, atol)
     return np.array(path), np.array(risks)
 
 
@@ -70,13 +61,15 @@ def test_every_engine_matches_the_autograd_loop_to_1e_12(engine, loss, normalize
     run = mm.gd_stack(np.stack([t.X for t in insts]), np.stack([t.Y for t in insts]),
                       np.stack([t.v for t in insts]), P0, 40, 0.2, W=np.stack([t.W for t in insts]),
                       loss=loss, normalized=normalized)
+    # Step by step (roundoff.py): from each of the engine's iterates the autograd step gives its
+    # next one to STEP_RTOL = 1e-12 of the iterate and the step (the bound of one step's
+    # rounding); the whole 40-step trajectories would also compare accumulated rounding, which
+    # depends on the CPU's kernels (1e-10 apart for the correlation loss on some).
     for m, inst in enumerate(insts):
+        model = prompt_model(inst.X, inst.Y, inst.v, inst.W, LOSS_TORCH[loss])
         for b in range(11):
-            path, risks = autograd_path(inst, P0[m, b], 40, 0.2, normalized, loss)
-            error = np.linalg.norm(run.p[:, m, b] - path, axis=-1)
-            assert np.all(error <= 1e-12 * np.maximum(np.linalg.norm(path, axis=-1), 1e-300)), \
-                (m, b, error.max())
-            np.testing.assert_allclose(run.loss[:, m, b], risks, rtol=1e-12, atol=1e-15)
+            assert_every_step_matches(run.p[:, m, b], run.loss[:, m, b], model, 0.2, normalized,
+                                      1e-12, P0[m, b], risk_rtol=1e-12)
 
 
 def test_compiled_and_torch_engines_agree_on_every_record(monkeypatch):
@@ -89,18 +82,50 @@ def test_compiled_and_torch_engines_agree_on_every_record(monkeypatch):
     P0 = np.random.default_rng(2).standard_normal((13, 5))
     P0[:3] *= 500.0
     assert np.abs((inst.X @ inst.W) @ P0[:3].T).max() > 800
-    runs = {}
+    track = np.arange(7) % 6
+    runs, every = {}, {}
     for engine in ENGINES:
         use_engine(monkeypatch, engine)
         runs[engine] = mm.gd(inst.X, inst.Y, inst.v, P0, 300, 1.0, W=inst.W, normalized=True,
-                             track=np.arange(7) % 6, record_every=7)
-    a, b = runs["torch"], runs["compiled"]
-    assert a.tracked_attention.min() < 1e-30
-    np.testing.assert_array_equal(a.steps, b.steps)
-    np.testing.assert_allclose(b.p, a.p, rtol=1e-12, atol=1e-13)
-    for name in ("loss", "tracked_attention", "other_attention", "final_attention"):
-        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-11, atol=0,
-                                   err_msg=name)
+                             track=track)
+        every[engine] = mm.gd(inst.X, inst.Y, inst.v, P0, 300, 1.0, W=inst.W, normalized=True,
+                              track=track, record_every=7)
+    assert runs["torch"].tracked_attention.min() < 1e-30
+    # Each engine's record_every=7 run holds rows 0, 7, ..., 294, 300 of its full recording:
+    # the same kernel on the same inputs (recording changes no arithmetic), so bit for bit.
+    for engine in ENGINES:
+        a, b = runs[engine], every[engine]
+        np.testing.assert_array_equal(b.steps, list(range(0, 300, 7)) + [300])
+        for name in ("p", "loss", "tracked_attention", "other_attention"):
+            np.testing.assert_array_equal(getattr(b, name), getattr(a, name)[b.steps],
+                                          err_msg=f"{engine} {name}")
+        np.testing.assert_array_equal(b.final_attention, a.final_attention)
+    # The two engines, step by step: each engine's step from every iterate of the other is that
+    # engine's next iterate (whole 300-step trajectories would compare accumulated rounding: a
+    # perturbation of the start grows up to 75-fold). Both compute the relative quantities
+    # (softmax shifted by the largest logit, margins relative to the most-attended token), whose
+    # terms do not cancel (sum |c| ~ ||g||), so a normalized step differs by at most
+    # u |p| + lr (a + m) (1 + L) u with L <= 3.2 |p| here (roundoff.py): 1e-12 (|p_k| + lr) covers
+    # a + m <= 1000; measured: 2e-16 (|p_k| + lr).
+    for engine, other in (("torch", "compiled"), ("compiled", "torch")):
+        ref = runs[other]
+        use_engine(monkeypatch, engine)
+        one = mm.gd(inst.X, inst.Y, inst.v, ref.p[:-1].reshape(-1, 5), 1, 1.0, W=inst.W,
+                    normalized=True, track=track)
+        scale = np.abs(ref.p[:-1]).max(axis=-1, keepdims=True) + 1.0   # |p_k| + lr
+        error = np.abs(one.p[1].reshape(300, 13, 5) - ref.p[1:]) / scale
+        assert error.max() <= 1e-12, (engine, other, error.max())
+        # the records at the same iterate: single evaluations, relative accuracy ~ u times the
+        # largest |logit| (~1e3 here) even for attention weights below 1e-30 (1e-300: subnormals)
+        for name in ("loss", "tracked_attention", "other_attention"):
+            got = getattr(one, name)[0].reshape(getattr(ref, name)[:-1].shape)
+            np.testing.assert_allclose(got, getattr(ref, name)[:-1], rtol=1e-11, atol=1e-300,
+                                       err_msg=f"{engine} from {other}: {name}")
+    # the final attention is that of the last iterate (the library's numpy model, a third code)
+    for engine in ENGINES:
+        np.testing.assert_allclose(runs[engine].final_attention,
+                                   mm.attention(inst.X, runs[engine].p[-1], inst.W),
+                                   rtol=1e-11, atol=1e-300, err_msg=engine)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -112,12 +137,20 @@ def test_record_every_holds_the_right_steps(engine, monkeypatch):
     inst = mm.data.random_instance(4, 3, 3, seed=5)
     P0 = np.random.default_rng(1).standard_normal((3, 3))
     path = np.stack([autograd_path(inst, p0, 30, 0.1, True)[0] for p0 in P0], axis=1)
+    # the records are compared with the loop's iterates at a tolerance measured on these runs:
+    # 3 times the spread of autograd loops whose every step moves by its rounding bound
+    # (roundoff.noisy_spread; ~1e-12 here), far below the 0.1 between adjacent iterates
+    spread = np.max([noisy_spread(lambda perturb: autograd_path(inst, p0, 30, 0.1, True,
+                                                                  perturb=perturb)[0])
+                     for p0 in P0], axis=0)
     for every, steps in ((7, [0, 7, 14, 21, 28, 30]), (10, [0, 10, 20, 30]), (None, [0, 30]),
                          (1, list(range(31))), (31, [0, 30])):
         run = mm.gd(inst.X, inst.Y, inst.v, P0, 30, 0.1, W=inst.W, normalized=True,
                     record_every=every)
         np.testing.assert_array_equal(run.steps, steps)
-        np.testing.assert_allclose(run.p, path[steps], rtol=1e-12, atol=1e-13)
+        np.testing.assert_array_equal(run.p[0], P0)
+        drift = np.abs(run.p - path[steps]).max(axis=(1, 2))
+        assert np.all(drift <= 3 * spread[steps]), (every, drift, spread[steps])
         assert run.loss.shape == run.norms.shape == run.cosine(np.ones(3)).shape == (len(steps), 3)
         assert run.tracked_attention.shape == run.other_attention.shape == (len(steps), 3, 4)
         assert run.selected_tokens().shape == (3, 4)
@@ -125,7 +158,8 @@ def test_record_every_holds_the_right_steps(engine, monkeypatch):
 
 def test_record_every_on_W_and_joint_runs():
     """gd_W and gd_joint hold the steps that record_every asks for, and their last record is
-    the last iterate of the full recording."""
+    the last iterate of the full recording. (1e-13: the same torch loop on the same inputs, the
+    recording changes no arithmetic; the records are in fact bit for bit equal.)"""
     inst = mm.data.fig2()
     full = mm.gd_W(inst.X, inst.Y, inst.v, np.eye(3), np.array([1.0, 0.5, -0.5]), 20, 0.1)
     few = mm.gd_W(inst.X, inst.Y, inst.v, np.eye(3), np.array([1.0, 0.5, -0.5]), 20, 0.1,
@@ -159,16 +193,10 @@ def test_batched_gd_matches_a_per_run_autograd_loop(normalized):
     inst = mm.data.random_instance(6, 5, 4, seed=3)
     P0 = np.random.default_rng(0).standard_normal((4, 4))
     traj = mm.gd(inst.X, inst.Y, inst.v, P0, 60, 0.3, W=inst.W, normalized=normalized)
-    X, Y, v, W = (torch.tensor(a) for a in (inst.X, inst.Y, inst.v, inst.W))
-    for b, p0 in enumerate(P0):
-        p = torch.tensor(p0, requires_grad=True)
-        for k in range(60):
-            np.testing.assert_allclose(traj.p[k, b], p.detach().numpy(), rtol=1e-11, atol=1e-12)
-            risk = torch.nn.functional.softplus(-Y * (torch.softmax(X @ (W @ p), -1) * (X @ v)).sum(-1)).mean()
-            assert traj.loss[k, b] == pytest.approx(risk.item(), rel=1e-12)
-            (g,) = torch.autograd.grad(risk, p)
-            with torch.no_grad():
-                p -= 0.3 * (g / (g.norm() + 1e-12) if normalized else g)
+    model = prompt_model(inst.X, inst.Y, inst.v, inst.W, LOSS_TORCH["logistic"])
+    for b, p0 in enumerate(P0):  # step by step, at one step's rounding bound (roundoff.py)
+        assert_every_step_matches(traj.p[:, b], traj.loss[:, b], model, 0.3, normalized, 1e-12,
+                                  p0, risk_rtol=1e-12)
     assert traj.p.shape == (61, 4, 4) and traj.tracked_attention.shape == (61, 4, 6)
 
 
@@ -225,9 +253,17 @@ def test_gd_on_W_is_rescaled_gd_on_the_prompt():
     W0 = np.random.default_rng(1).standard_normal((3, 3)) * 0.1
     traj = mm.gd_W(inst.X, inst.Y, inst.v, W0, p, 1000, 0.5)
     assert np.linalg.svd(traj.W[-1, 0] - W0, compute_uv=False)[1] < 1e-10
-    prompt = mm.gd(inst.X, inst.Y, inst.v, W0 @ p, 1000, 0.5 * p @ p)
-    np.testing.assert_allclose(traj.W[:, 0] @ p, prompt.p[:, 0], atol=1e-10)
-    np.testing.assert_allclose(traj.loss[:, 0], prompt.loss[:, 0], rtol=1e-12)
+    # step by step: from u_k = W_k p, one autograd step on the prompt with lr ||p||^2 gives
+    # W_{k+1} p, to one step's rounding bound plus that of the product W_{k+1} p (roundoff.py)
+    model = prompt_model(inst.X, inst.Y, inst.v, None, LOSS_TORCH["logistic"])
+    U = traj.W[:, 0] @ p
+    for k in range(1001):
+        nxt, risk, atol, r_atol = autograd_step(model, U[k], 0.5 * p @ p, False, 1e-12)
+        assert traj.loss[k, 0] == pytest.approx(risk, rel=1e-12, abs=r_atol), k
+        if k < 1000:
+            product = 1e-12 * np.max(np.abs(traj.W[k + 1, 0]) @ np.abs(p))
+            np.testing.assert_allclose(U[k + 1], nxt, rtol=0, atol=atol + product,
+                                       err_msg=f"step {k}")
 
 
 def test_joint_training_follows_the_v_shaped_svm():
