@@ -22,12 +22,10 @@ TORCH_PIN := $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
 .PHONY: book test test-repo test-lib test-chapters test-notebooks test-site test-portability mutants bench notebooks course clean
 
 # The virtual environment: created on first use, re-installed only when the pins change.
-# --no-compile: pip would byte-compile every module of every package (torch alone has thousands),
-# 60 of its 170 CPU seconds here; Python compiles the modules a program imports on first use.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(TORCH_INDEX_URL),$(BIN)/python -m pip install -q --no-compile --index-url "$(TORCH_INDEX_URL)" "$(TORCH_PIN)")
-	$(BIN)/python -m pip install -q --no-compile -e ".[book,test]"
+	$(if $(TORCH_INDEX_URL),$(BIN)/python -m pip install -q --index-url "$(TORCH_INDEX_URL)" "$(TORCH_PIN)")
+	$(BIN)/python -m pip install -q -e ".[book,test]"
 	@touch $@
 
 # Offline MathJax, fetched from the npm registry at a pinned version (scripts/fetch_vendor.sh).
@@ -62,10 +60,10 @@ test-site: $(STAMP) $(VENDOR)
 	$(PYTEST) tests/site -n 2 -q
 
 # Not part of `make test`: tests/lib and the chapters under several arithmetic environments
-# (OpenBLAS kernels, torch's SIMD level, 1 and 2 threads, each GD engine); see
-# tests/portability.py. About N minutes.
+# (OpenBLAS kernels, torch's SIMD level and BLAS path, 1 and 2 threads, each GD engine), one
+# pytest run per row and target; see tests/portability.py (--list, --quick, --rows).
 test-portability: $(STAMP)
-	$(BIN)/python tests/portability.py
+	$(BIN)/python tests/portability.py --targets tests/lib tests/chapters
 
 # Mutation check (not part of `make test`, see CONTRIBUTING.md): each realistic bug listed in
 # tests/mutants.py, applied to a copy of lib/, must make tests/lib fail.

@@ -290,6 +290,12 @@ def main() -> int:
         total = time.perf_counter()
         for row in rows:
             env = dict(base, **row.variables())
+            # tests/chapters saves its runs for the book build (scripts/executed.py): a row's
+            # runs go to a folder of its own, never into the checkout's _build/executed.
+            env["BOOK_EXECUTED_STORE"] = str(Path(tmp) / f"executed-{row.name}")
+            # the chapters' 60 s budget is make test's concern, not arithmetic's: scalar
+            # kernels (aten-default) are slower
+            env.setdefault("CHAPTER_BUDGET_S", "600")
             if "NUMBA_CPU_NAME" in env or "NUMBA_CPU_FEATURES" in env:
                 env["NUMBA_CACHE_DIR"] = str(Path(tmp) / f"numba-{row.name}")
             if plugin:

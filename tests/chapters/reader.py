@@ -55,6 +55,10 @@ def make_reader(home: Path) -> Reader:
                            check=True, capture_output=True, text=True, env=env,
                            cwd=home).stdout.strip()
     assert Path(where).is_relative_to(venv), f"maxmargin imported from {where}, not the venv"
+    # Compile the GD kernel into the venv's numba cache now (about 10 s on an idle machine), so
+    # that no chapter's wall time, which has a budget, pays for it.
+    subprocess.run([str(python), "-c", "from maxmargin import _compiled; _compiled.ready()"],
+                   check=True, capture_output=True, text=True, env=env, cwd=home)
     kernels = home / "kernels"
     (kernels / "reader").mkdir(parents=True)
     (kernels / "reader" / "kernel.json").write_text(json.dumps({
