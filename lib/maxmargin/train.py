@@ -260,6 +260,18 @@ def engine(work: float = float("inf")) -> str:
     return "compiled"
 
 
+def load_compiled_engine() -> None:
+    """Load the compiled GD kernel now (about a second from numba's cache) when the engine setting
+    allows it (numba installed, MAXMARGIN_ENGINE not "torch"): afterwards "auto" picks it for
+    small runs too. Worth it before many small runs of many steps, where the torch loop's fixed
+    cost per step dominates (chapters 03 and 04)."""
+    if engine() != "compiled":
+        return
+    from . import _compiled
+
+    _compiled.ready()
+
+
 def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller) -> _Records:
     """The GD engine behind :func:`gd` and :func:`gd_stack`: keys K (M, n, T, d), scores gamma
     (M, n, T), starts P (M, B, d), tracked tokens (M, n), recorded steps ``record`` (R,);
@@ -567,15 +579,19 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
 
 def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: int = 200,
                     lr: float = 0.1, sequence: int = 0):
-    """Which token normalized GD selects from each start of a grid in the (p1, p2) plane.
+    """Which token normalized GD selects at step ``steps`` from each start of a grid in the
+    (p1, p2) plane.
 
     Starts are p0 = (a, b, 0, ...) for a, b on ``np.linspace(-extent, extent, num)``; all runs are
-    one batched :func:`gd` call (``steps`` normalized steps of size ``lr``, eps 1e-12).
+    one batched :func:`gd` call (``steps`` normalized steps of size ``lr``, eps 1e-12). The label
+    is read off a finite run: a run still turning from one token to another carries the token it
+    leads with at that step, which need not be where it ends (chapter 03 labels its basins by a
+    criterion under which the leading token is final, ``maxmargin.book.ch03.settle``).
 
     Returns
     -------
-    (grid (num,), selected (num, num)): the index of the token with the largest final attention
-    in sequence ``sequence``; row j is b = grid[j], column k is a = grid[k].
+    (grid (num,), selected (num, num)): the index of the token with the largest attention at
+    step ``steps`` in sequence ``sequence``; row j is b = grid[j], column k is a = grid[k].
     """
     X = _checks.tokens(X)
     n, T, d = X.shape

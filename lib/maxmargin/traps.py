@@ -54,7 +54,7 @@ SCORE_TOL = 1e-9  # equal scores: |gamma_iu - gamma_{i t_i}| <= SCORE_TOL * max_
 
 @dataclass(frozen=True, eq=False)
 class TrapSet:
-    """One minimal trap set.
+    """One trap set.
 
     Attributes
     ----------
@@ -63,25 +63,37 @@ class TrapSet:
     selection : (n,) the induced selection alpha: opt_i outside S, t_i inside S.
     escape_gap : the smallest gap_u over the tokens of the S-sequences that must lie beyond
         the margin (scores different from gamma_{i t_i}); > 1, larger means a deeper trap.
+    minimal : no proper subset of S is a trap set. A trap set that is not minimal has its own
+        q and induced selection (it loses every sequence of S, not only those of a minimal
+        subset), and gradient descent can end there (``tests/lib/test_traps.py`` has an
+        instance); ``trap_sets(..., minimal_only=False)`` lists it.
     """
 
     sequences: tuple[int, ...]
     q: np.ndarray
     selection: tuple[int, ...]
     escape_gap: float
+    minimal: bool = True
 
 
-def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
-    """Every minimal trap set of an instance (see the module docstring for the criterion).
+def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12,
+              minimal_only: bool = True) -> list[TrapSet]:
+    """The trap sets of an instance (see the module docstring for the criterion): the minimal
+    ones by default, every one with ``minimal_only=False``.
 
-    Subsets S are tried by increasing size; supersets of a trap set already found are skipped
-    (they are not minimal), and so is every S whose complement's ATT-SVM is infeasible. The
-    search solves up to 2^n - 2 ATT-SVMs, hence ``max_sequences``.
+    Subsets S are tried by increasing size; every S whose complement's ATT-SVM is infeasible is
+    skipped. With ``minimal_only`` supersets of a trap set already found are skipped too (they
+    are not minimal). A non-minimal trap set has its own q and induced selection, and gradient
+    descent can be caught by it (it then loses every sequence of S): a classification of runs
+    by trap sets needs them all. The search solves up to 2^n - 2 ATT-SVMs, hence
+    ``max_sequences``.
 
     Parameters
     ----------
     X : (n, T, d) tokens; Y : (n,) labels in {-1, +1}; v : (d,) head; W : (d, d) or None.
     max_sequences : largest n accepted.
+    minimal_only : return only the minimal trap sets (the default), or every trap set, each
+        with its ``minimal`` flag.
 
     Returns
     -------
@@ -98,7 +110,8 @@ def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
         n > max_sequences.
     IllConditionedError : (a ValueError) the ATT-SVM of some complement is ill-conditioned
         (never read as "cannot be separated").
-    TypeError : non-numeric arrays, or a non-integer ``max_sequences``.
+    TypeError : non-numeric arrays, a non-integer ``max_sequences`` or a non-boolean
+        ``minimal_only``.
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
@@ -106,6 +119,7 @@ def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
     v = _checks.vector(v, d, "v")
     W = _checks.key_matrix(W, d)
     max_sequences = _checks.positive_int(max_sequences, "max_sequences")
+    minimal_only = _checks.flag(minimal_only, "minimal_only")
     if n > max_sequences:
         raise ValueError(f"X: n={n} sequences exceed max_sequences={max_sequences}; the search "
                          f"needs up to 2^n = {2 ** n} SVM solves (raise max_sequences to allow)")
@@ -117,17 +131,20 @@ def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12) -> list[TrapSet]:
     found: list[TrapSet] = []
     for size in range(1, n):
         for S in combinations(range(n), size):
-            if any(set(t.sequences) <= set(S) for t in found):
+            # found holds only smaller sets (and S itself is new): a subset is a proper one
+            covered = any(set(t.sequences) < set(S) for t in found)
+            if covered and minimal_only:
                 continue
-            trap = _trap(K, gamma, opt, S, score_tol)
+            trap = _trap(K, gamma, opt, S, score_tol, minimal=not covered)
             if trap is not None:
                 found.append(trap)
     return found
 
 
-def _trap(K, gamma, opt, S, score_tol) -> TrapSet | None:
+def _trap(K, gamma, opt, S, score_tol, minimal: bool = True) -> TrapSet | None:
     """The trap set S with its q, or None (S fails the criterion or its complement is
-    infeasible). K (n, T, d) keys, gamma (n, T) scores, opt (n,), all validated."""
+    infeasible). K (n, T, d) keys, gamma (n, T) scores, opt (n,), all validated; ``minimal``
+    is stored as the set's flag."""
     n, T, _ = K.shape
     keep = np.setdiff1d(np.arange(n), S)
     try:
@@ -155,7 +172,7 @@ def _trap(K, gamma, opt, S, score_tol) -> TrapSet | None:
         escape = min(escape, float(gap[differ].min()))
         selection[i] = t
     return TrapSet(tuple(int(i) for i in S), _readonly(q), tuple(int(a) for a in selection),
-                   escape)
+                   escape, bool(minimal))
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:

@@ -125,18 +125,156 @@ def test_basin_agrees_with_single_runs():
 
 def test_draw_basin_shares_and_equal_scores_remove_the_local_basin():
     fig, axes = plots.panels(2)
-    share_b = ch03.draw_basin(axes[0], 0.0, num=21, steps=150)
-    share_a = ch03.draw_basin(axes[1], 0.9, num=21, steps=150)
+    share_b = ch03.draw_basin(axes[0], 0.0, num=21, steps=150, max_steps=2400)
+    share_a = ch03.draw_basin(axes[1], 0.9, num=21, steps=150, max_steps=2400)
     plt.close(fig)
+    # shares of (settled at x1, settled at x2, not settled)
     assert share_b.sum() == pytest.approx(1.0) and share_b[1] > 0.2
     assert share_a[1] == 0 and share_a[0] == pytest.approx(1.0)
 
 
-def test_score_explorer_panel_selects_like_the_paper():
+def test_score_explorer_panel_reports_the_settled_token():
     fig, (ax,) = plots.panels()
     assert ch03.draw_score_explorer(ax, 0.0, angle=-90.0, norm=1.5) == 1  # start (0, -1.5)
+    assert "settled at x2" in ax.get_title()
     assert ch03.draw_score_explorer(ax, 0.9, angle=-90.0, norm=1.5) == 0  # Fig. 1 (a)
     plt.close(fig)
+
+
+# ---- the settling criterion (ch03.settled_tokens, ch03.settle), against mpmath ------------------
+
+mp = pytest.importorskip("mpmath")
+mp.mp.dps = 50
+KEYS = [(-0.1, 1.0), (1.0, 0.0), (0.0, 0.0)]
+
+
+def neg_grad_exact(a, b, g):
+    """-grad L of the Fig. 1 family at p = (a, b) from the model's definition, in 50 digits:
+    logistic loss of the margin sum_t s_t gamma_t, written out with no library code."""
+    gam = [mp.mpf(1), mp.mpf("0.9"), mp.mpf(g)]
+    a, b = mp.mpf(a), mp.mpf(b)
+    logits = [mp.mpf(k0) * a + mp.mpf(k1) * b for k0, k1 in KEYS]
+    top = max(logits)
+    e = [mp.e ** (x - top) for x in logits]
+    s = [x / sum(e) for x in e]
+    margin = sum(si * gi for si, gi in zip(s, gam))
+    slope = 1 / (1 + mp.e ** margin)                     # -l'(margin) of the logistic loss
+    return [slope * sum(s[t] * (gam[t] - margin) * mp.mpf(KEYS[t][j]) for t in range(3))
+            for j in range(2)]
+
+
+def exact_label(a, b, g):
+    """The proposition's two conditions, evaluated with the 50-digit gradient."""
+    l1, l2 = -mp.mpf("0.1") * mp.mpf(a) + mp.mpf(b), mp.mpf(a)
+    if l1 > l2 and l1 > 0:
+        return 0
+    c1, c2 = neg_grad_exact(a, b, g)
+    if l2 > l1 and l2 > 0 and c1 > 0 and c2 <= mp.mpf("0.1") * c1:
+        return 1
+    return ch03.NOT_SETTLED
+
+
+@pytest.mark.parametrize("g", [0.0, 0.5, 0.89, 0.9, 0.95])
+def test_settled_tokens_is_the_criterion_computed_exactly(g):
+    """Catches a wrong closed form for (c1, c2) in settled_tokens (a coefficient, a sign, the
+    score of x3 entering the wrong term), against the criterion with a 50-digit gradient."""
+    inst = mm.data.fig1_moved(g)
+    rng = np.random.default_rng(3)
+    P = np.zeros((300, 3))
+    P[:, :2] = rng.uniform(-25, 25, (300, 2))
+    if g < 0.9:   # and pairs of prompts just either side of the boundary c2 = 0.1 c1
+        edge = []
+        for a in (1.0, 3.0, 6.0, 10.0, 18.0, 25.0):
+            f = lambda b: (lambda c: c[1] - mp.mpf("0.1") * c[0])(neg_grad_exact(a, b, g))
+            if f(-a) < 0 < f(0.1 * a):
+                b0 = float(mp.findroot(f, (-a, 0.1 * a), solver="bisect"))
+                edge += [[a, b0 - 1e-6, 0.0], [a, b0 + 1e-6, 0.0]]
+        assert len(edge) >= 8, edge
+        P = np.concatenate([P, edge])
+    got = ch03.settled_tokens(inst, P)
+    for p, label in zip(P, got):
+        c1, c2 = neg_grad_exact(p[0], p[1], g)
+        if abs(c2 - mp.mpf("0.1") * c1) <= mp.mpf("1e-9") * max(abs(c1), abs(c2)):
+            continue                                    # too close to the boundary to call
+        assert label == exact_label(p[0], p[1], g), (g, p, label)
+    assert set(got) >= {0, 1} if g < 0.9 else set(got) >= {0}
+
+
+@pytest.mark.parametrize("g", [0.0, 0.8, 0.9])
+def test_no_step_along_the_exact_gradient_leaves_a_settled_region(g):
+    """The proposition: from a settled prompt, a step of any length along -grad L (computed
+    exactly) lands on a prompt settled on the same token. Catches a criterion that is not
+    invariant (e.g. c2 <= 0.2 c1, or 'x2 leads' alone), including just inside the boundary."""
+    inst = mm.data.fig1_moved(g)
+    rng = np.random.default_rng(5)
+    P = np.zeros((400, 3))
+    P[:, :2] = rng.uniform(-25, 25, (400, 2))
+    labels = ch03.settled_tokens(inst, P)
+    points = [p[:2] for p, lab in zip(P, labels) if lab != ch03.NOT_SETTLED][:80]
+    if g < 0.9:   # prompts just inside the boundary c2 = 0.1 c1 of condition 2
+        for a in (3.0, 10.0, 25.0):
+            f = lambda b: (lambda c: c[1] - mp.mpf("0.1") * c[0])(neg_grad_exact(a, b, g))
+            b0 = mp.findroot(f, (-a, 0.1 * a), solver="bisect")
+            points.append(np.array([a, float(b0) - 1e-9]))
+    for a, b in points:
+        start = ch03.settled_tokens(inst, [a, b, 0.0])
+        assert start != ch03.NOT_SETTLED
+        c = neg_grad_exact(a, b, g)
+        norm = mp.sqrt(c[0] ** 2 + c[1] ** 2)
+        for t in (1e-8, 1e-3, 0.1, 1.0, 30.0):
+            a2 = float(mp.mpf(a) + t * c[0] / norm)
+            b2 = float(mp.mpf(b) + t * c[1] / norm)
+            assert exact_label(a2, b2, g) == start, (g, a, b, t)
+
+
+def test_settle_labels_agree_with_long_independent_runs():
+    """Runs settled by ch03.settle keep their token in an independent float64 NGD loop (numpy,
+    no library code) continued 10 times longer; unsettled runs are reported as such. Catches a
+    run labelled by the token that leads when it is stopped (2 (1, 0, 0) leads with x2 at step
+    200 and ends at x1) and a settle that stops continuing runs too early."""
+    inst = mm.data.fig1("b")
+    starts = np.array([[2.0, 0.0, 0.0], [4.0, 0.0, 0.0], [0.0, -1.5, 0.0], [0.0, 1.0, 0.0],
+                       [8 * np.cos(0.085), 8 * np.sin(0.085), 0.0]])
+    found = ch03.settle(inst, starts, 200, 3200)
+    assert found.tokens[:4].tolist() == [0, 1, 1, 0]
+    assert found.leading[0] == 1 and found.settled_by[0] > 200   # led by x2 at step 200
+    assert set(found.checked) <= {200, 800, 3200} and found.horizon <= 3200
+    K = np.array(KEYS)
+    gam = np.array([1.0, 0.9, 0.0])
+    P = starts[:, :2].copy()
+    for _ in range(32_000):
+        z = P @ K.T
+        s = np.exp(z - z.max(axis=1, keepdims=True))
+        s /= s.sum(axis=1, keepdims=True)
+        margin = s @ gam
+        grad = (-1 / (1 + np.exp(margin)))[:, None] * ((s * (gam - margin[:, None])) @ K)
+        P -= 0.1 * grad / (np.linalg.norm(grad, axis=1, keepdims=True) + 1e-9)
+    lead = np.argmax(P @ K.T, axis=1)
+    done = found.tokens != ch03.NOT_SETTLED
+    assert (lead[done] == found.tokens[done]).all(), (lead, found.tokens)
+    assert (found.settled_by[~done] == -1).all()
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: mm.data.fig2(), "inst: the settling criterion is derived for the Fig. 1 keys"),
+    (lambda: mm.data.fig1_moved(0.0, x2=(1.0, 0.5)), "inst: the settling criterion is derived"),
+    (lambda: mm.data.fig1_moved(1.2), "inst: the settling criterion needs"),
+    (lambda: mm.data.fig1_moved(-0.5), "inst: the settling criterion needs"),
+])
+def test_settling_refuses_instances_outside_the_fig1_family(make, match):
+    """The closed forms hold only for the Fig. 1 keys and scores (1, 0.9, g), 0 <= g < 1."""
+    with pytest.raises(ValueError, match=match):
+        ch03.settled_tokens(make(), np.zeros(3))
+
+
+def test_settle_rejects_bad_arguments():
+    inst = mm.data.fig1("b")
+    with pytest.raises(ValueError, match="p0"):
+        ch03.settle(inst, np.zeros((2, 2)), 10, 20)
+    with pytest.raises(ValueError, match="max_steps"):
+        ch03.settle(inst, np.zeros(3), 10, 5)
+    with pytest.raises(ValueError, match="P:"):
+        ch03.settled_tokens(inst, np.zeros((4, 2)))
 
 
 def test_plot_helpers_draw_and_validate():

@@ -71,14 +71,21 @@ def minimal(found):
     return {S: r for S, r in found.items() if not any(set(R) < set(S) for R in found)}
 
 
-def assert_same(traps, expected):
-    """The library's list equals the brute force's minimal trap sets, in (size, S) order."""
+def assert_same(traps, expected, flags=None):
+    """The library's list equals the brute force's trap sets ``expected``, in (size, S) order;
+    ``flags`` ({S: minimal}) are the expected minimality flags (default: all minimal)."""
     assert [t.sequences for t in traps] == sorted(expected, key=lambda S: (len(S), S))
     for t in traps:
         q, selection, gap = expected[t.sequences]
         assert t.selection == selection
         np.testing.assert_allclose(t.q, q, atol=1e-5)
         assert t.escape_gap == pytest.approx(gap, abs=1e-5)
+        assert t.minimal is (True if flags is None else flags[t.sequences])
+
+
+def minimality(found):
+    """{S: minimal} of the brute force's sets, by its own subset test."""
+    return {S: not any(set(R) < set(S) for R in found) for S in found}
 
 
 def pruning_instance():
@@ -168,13 +175,20 @@ BRUTE_CASES = [
 
 @pytest.mark.parametrize("n, T, d, seed, equal", BRUTE_CASES)
 def test_random_instances_match_brute_force(n, T, d, seed, equal):
+    """Both modes against the brute force: the minimal sets by default, every set (with its
+    minimality flag) with minimal_only=False. Catches a flag that is ignored, or a flag
+    that marks a superset minimal."""
     inst = mm.data.random_instance(n, T, d, seed, equal_scores=equal)
-    expected = minimal(brute_traps(inst.X, inst.Y, inst.v, inst.W))
-    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, inst.W), expected)
+    found = brute_traps(inst.X, inst.Y, inst.v, inst.W)
+    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, inst.W), minimal(found))
+    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, inst.W, minimal_only=False), found,
+                minimality(found))
 
 
 def test_brute_force_cases_are_not_vacuous():
-    """Several of the cases above have trap sets, one of size 2 (else they test little)."""
+    """Several of the cases above have trap sets, one of size 2 (else they test little). None
+    of them has a trap set that is not minimal: the hand-built pruning_instance and
+    non_minimal_instance below test those."""
     sizes = []
     for n, T, d, seed, equal in BRUTE_CASES:
         inst = mm.data.random_instance(n, T, d, seed, equal_scores=equal)
@@ -191,6 +205,70 @@ def test_supersets_are_pruned_by_hand():
     np.testing.assert_allclose(traps[0].q, [1.0, 2.5, 0.0], atol=1e-9)
     np.testing.assert_allclose(traps[1].q, [1.0, -6.0, 0.0], atol=1e-9)
     assert [t.escape_gap for t in traps] == pytest.approx([3.25, 7.5], abs=1e-9)
+
+
+def test_supersets_are_listed_with_minimal_only_false_by_hand():
+    """The same instance: with minimal_only=False the non-minimal {0, 2} appears, flagged, with
+    its own q = (1, 0) (by hand: the ATT-SVM of sequence 1 alone, p1 >= 1) and selection
+    (1, 0, 1); escape gap min(2, 1.5) = 1.5 (a0.q = -2, a2.q = -1.5)."""
+    X, Y, v, W = pruning_instance()
+    traps = mm.trap_sets(X, Y, v, W, minimal_only=False)
+    assert [(t.sequences, t.minimal) for t in traps] == [((0,), True), ((2,), True),
+                                                         ((0, 2), False)]
+    np.testing.assert_allclose(traps[2].q, [1.0, 0.0, 0.0], atol=1e-9)
+    assert traps[2].selection == (1, 0, 1)
+    assert traps[2].escape_gap == pytest.approx(1.5, abs=1e-9)
+    found = brute_traps(X, Y, v, W)
+    assert_same(traps, found, minimality(found))
+
+
+def non_minimal_instance():
+    """n = 3, T = 2 (second token (0, 0 | 0) everywhere); optimal keys a0 = (-2, 3),
+    a1 = (-3, -2), a2 = (1, 0). By hand: S = {0}: q from p1 >= 1, -3 p1 - 2 p2 >= 1 is (1, -2)
+    (multipliers 4 and 1), a0.q = -8: trap, gap 8. S = {1}: q from p1 >= 1, -2 p1 + 3 p2 >= 1
+    is (1, 1), a1.q = -5: trap, gap 5. S = {2}: a0 and a1 are orthogonal, q = (a0 + a1) / 13
+    = (-5, 1) / 13, a2.q = -5/13 > -1: no trap. S = {0, 2}: q = a1 / 13, a0.q = 0; S = {1, 2}:
+    q = a0 / 13, a1.q = 0: no trap. S = {0, 1}: q = (1, 0) (sequence 2 alone), a0.q = -2,
+    a1.q = -3: a trap set, gap 2, but not minimal ({0} and {1} are trap sets)."""
+    X = np.zeros((3, 2, 3))
+    X[:, 0] = [[-2.0, 3.0, 1.0], [-3.0, -2.0, 1.0], [1.0, 0.0, 1.0]]
+    return X, np.ones(3), E3, W3
+
+
+def test_non_minimal_trap_set_by_hand():
+    X, Y, v, W = non_minimal_instance()
+    assert [t.sequences for t in mm.trap_sets(X, Y, v, W)] == [(0,), (1,)]
+    traps = mm.trap_sets(X, Y, v, W, minimal_only=False)
+    assert [(t.sequences, t.selection, t.minimal) for t in traps] == [
+        ((0,), (1, 0, 0), True), ((1,), (0, 1, 0), True), ((0, 1), (1, 1, 0), False)]
+    for t, q, gap in zip(traps, ([1.0, -2.0], [1.0, 1.0], [1.0, 0.0]), (8.0, 5.0, 2.0)):
+        np.testing.assert_allclose(t.q, [*q, 0.0], atol=1e-9)
+        assert t.escape_gap == pytest.approx(gap, abs=1e-9)
+    found = brute_traps(X, Y, v, W)
+    assert_same(traps, found, minimality(found))
+
+
+def test_gd_is_caught_by_the_non_minimal_trap_set():
+    """Plain GD (step 1) and NGD (lr 0.1) from (4, 0, 0) lose sequences 0 and 1 together: the
+    selection is (1, 1, 0), that of the non-minimal {0, 1}, from step 0 to 2 * 10^4, and the
+    direction turns to its q = (1, 0, 0). Neither minimal trap set induces that selection, and
+    it is locally optimal (its ATT-SVM is q: only sequence 2's constraint p1 >= 1 is tight, by
+    hand 2 p1 - 3 p2 >= 1 and 3 p1 + 2 p2 >= 1 hold with slack at (1, 0)): a classification
+    of runs by the minimal trap sets alone would call this run "converged at another locally
+    optimal selection", not trapped."""
+    X, Y, v, W = non_minimal_instance()
+    minimal_selections = {t.selection for t in mm.trap_sets(X, Y, v, W)}
+    sel = mm.check_selection(X, Y, v, (1, 1, 0), W=W)
+    assert sel.locally_optimal
+    np.testing.assert_allclose(sel.svm.p, [1.0, 0.0, 0.0], atol=1e-9)
+    assert (1, 1, 0) not in minimal_selections
+    p0 = np.array([[4.0, 0.0, 0.0]])
+    for kw in (dict(lr=1.0), dict(lr=0.1, normalized=True, eps=1e-300)):
+        run = mm.gd(X, Y, v, p0, 20_000, W=W, **kw)
+        picked = mm.attention(X, run.p[::500, 0], W).argmax(axis=-1)
+        assert np.all(picked == [1, 1, 0]), kw
+        cos = run.cosine([1.0, 0.0, 0.0])[:, 0]
+        assert cos[-1] > 0.9998 and cos[-1] > cos[len(cos) // 10], kw
 
 
 def test_infeasible_complements_are_skipped_by_hand():
@@ -354,3 +432,5 @@ def test_bad_inputs_raise_clear_errors():
         mm.trap_sets(X, Y, v, W, max_sequences=0)
     with pytest.raises(TypeError, match="^max_sequences: expected an integer"):
         mm.trap_sets(X, Y, v, W, max_sequences=2.5)
+    with pytest.raises(TypeError, match="^minimal_only: expected True or False"):
+        mm.trap_sets(X, Y, v, W, minimal_only="no")
