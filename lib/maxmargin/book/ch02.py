@@ -27,6 +27,8 @@ def fig1_local_optima(ax, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: float 
     ax.set_ylim(-2.0, 2.0)
     plots.selection_directions(ax, inst.X[0, :, :2], found, names=FIG1_NAMES, scores=gamma,
                                optimal=top)
+    ax.set_xlabel("first coordinate")
+    ax.set_ylabel("second coordinate")
     if title:
         best = [FIG1_NAMES[s.alpha[0]] for s in found if s.locally_optimal]
         text = "locally optimal: {" + ", ".join(best) + "}"

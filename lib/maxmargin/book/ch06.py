@@ -79,7 +79,7 @@ def _cached_joint_run(c: float, steps: int):
 
 
 def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, title: bool = True):
-    """Explorer panel: Fig. 3 with the third selected token at (0.5, c).
+    """Explorer panel: Fig. 3 with the selected token of sequence 2 at (0.5, c).
 
     Draws the joint paths of p and v over ``steps`` iterates with the relaxed p-SVM (red dashed),
     the full ATT-SVM (gray dashed) and v^mm (blue dashed); the title gives the angle of the last p
@@ -92,7 +92,7 @@ def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, titl
     joint_paths(ax, run.v[:, 0], run.p[:, 0], svms.relaxed.p, svms.v.v, X=inst.X,
                       full_dir=svms.full.p, legend=legend)
     if title:
-        S = "{" + ", ".join(str(i + 1) for i in np.flatnonzero(svms.v.support)) + "}"
+        S = "{" + ", ".join(str(i) for i in np.flatnonzero(svms.v.support)) + "}"
         ax.set_title(f"c = {c:g}: v-support {S}\n"
                      f"angle of p: GD {angles[0]:.1f}°, relaxed {angles[1]:.1f}°, "
                      f"full {angles[2]:.1f}°", fontsize=9)
@@ -100,7 +100,7 @@ def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, titl
 
 
 def joint_explorer(steps: int = 200):
-    """Live explorer: a slider for c, the second coordinate of the third sequence's selected token."""
+    """Live explorer: a slider for c, the second coordinate of sequence 2's selected token r_2."""
     import ipywidgets
 
     def draw(ax, c):
