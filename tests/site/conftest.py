@@ -56,6 +56,8 @@ def book_build(vendor) -> Build:
             data = json.loads(shared.read_text())
             return Build(**{**data, "book": Path(data["book"])})
         result = _build_book()
+        for older in shared.parent.glob("build-*.json"):   # earlier sessions' results
+            older.unlink()
         shared.write_text(json.dumps({**result.__dict__, "book": str(result.book)}))
         return result
 
