@@ -16,6 +16,7 @@ import gzip
 import json
 import os
 import re
+import time
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -123,25 +124,32 @@ def record_weight(docname: str, urls: set[str], site_url: str, built_html) -> in
 
 
 def open_settled(page, url):
-    """Open url, wait for MathJax and for the network to go idle; the response of the page.
+    """Open url, wait for MathJax and until no request has been in flight for 0.5 s; the
+    response of the page.
 
-    One retry when the network-idle wait times out: twice in about 180 browser checks, under
-    load with two workers, a page of the local server never went idle within WAIT_MS and loaded
-    at once when opened again (a stalled connection of the test server, not of the page). A page
-    that really keeps a request open times out again and fails; a failed request or a console
-    error of the first load is still reported, by the listeners set before it."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    for attempt in (1, 2):
-        response = page.goto(url, wait_until="load")
-        page.evaluate(WAIT_FOR_MATH)
-        try:
-            page.wait_for_load_state("networkidle")
+    Not Playwright's ``wait_for_load_state("networkidle")``: in the full run on two workers it
+    never resolved on a page now and then (a different page each run, light or dark) although
+    no request of the page was open (listed by the listeners below), and a retry of goto + wait
+    hung the same way. This waits for the same condition from the page's own request events and,
+    if a request really stays open, fails naming it."""
+    in_flight = set()
+    page.on("request", lambda r: in_flight.add(r))
+    page.on("requestfinished", lambda r: in_flight.discard(r))
+    page.on("requestfailed", lambda r: in_flight.discard(r))
+    response = page.goto(url, wait_until="load")
+    page.evaluate(WAIT_FOR_MATH)
+    deadline = time.monotonic() + WAIT_MS / 1000
+    quiet_since = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if in_flight:
+            quiet_since = now
+        elif now - quiet_since >= 0.5:
             return response
-        except PlaywrightTimeout:
-            if attempt == 2:
-                raise
-    return response
+        if now > deadline:
+            raise AssertionError(f"{url}: requests still open after {WAIT_MS / 1000:.0f} s: "
+                                 f"{sorted(r.url for r in in_flight)}")
+        page.wait_for_timeout(100)
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
