@@ -296,6 +296,9 @@ def main() -> int:
             # the chapters' 60 s budget is make test's concern, not arithmetic's: scalar
             # kernels (aten-default) are slower
             env.setdefault("CHAPTER_BUDGET_S", "600")
+            # and a cell may take longer than make test's 300 s on the torch loop (chapter 04's
+            # plain-GD continuations took over 300 s there on a loaded machine)
+            env.setdefault("CHAPTER_CELL_TIMEOUT_S", "1800")
             if "NUMBA_CPU_NAME" in env or "NUMBA_CPU_FEATURES" in env:
                 env["NUMBA_CACHE_DIR"] = str(Path(tmp) / f"numba-{row.name}")
             if plugin:
