@@ -11,7 +11,7 @@ loads matplotlib or ipywidgets; cvxpy and SciPy load on first use.
 """
 from __future__ import annotations
 
-import importlib
+import importlib as _importlib
 
 from . import data, nn
 from .heads import (
@@ -41,6 +41,8 @@ from .traps import TrapSet, trap_sets
 
 __version__ = "0.1.0"
 
+del annotations  # the __future__ feature, not a name of the library
+
 __all__ = [
     # the model and its risk (model, losses)
     "softmax", "keys", "logits", "attention", "scores", "predict", "risk", "risk_grad",
@@ -69,5 +71,5 @@ __all__ = [
 def __getattr__(name: str):
     """``mm.book`` on first access: the book's figures and explorers (loads matplotlib)."""
     if name == "book":
-        return importlib.import_module(".book", __name__)
+        return _importlib.import_module(".book", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def _as_float_array(value, name: str) -> np.ndarray:
+def as_float_array(value, name: str) -> np.ndarray:
+    """``value`` as a float64 array (a torch tensor detached), refusing None, complex and
+    non-numeric values with a TypeError naming ``name``; not yet checked for shape or NaN."""
     if value is None:
         raise TypeError(f"{name}: expected an array of numbers, got None")
     if callable(getattr(value, "detach", None)):  # a torch tensor, perhaps with requires_grad
@@ -32,7 +34,7 @@ def finite(arr: np.ndarray, name: str) -> np.ndarray:
 
 def tokens(X, name: str = "X") -> np.ndarray:
     """Sequences of tokens, shape (n, T, d), float64, finite, n >= 1, T >= 2."""
-    X = _as_float_array(X, name)
+    X = as_float_array(X, name)
     if X.ndim != 3:
         raise ValueError(f"{name}: expected shape (n, T, d), got an array with shape {X.shape}")
     n, T, d = X.shape
@@ -45,7 +47,7 @@ def tokens(X, name: str = "X") -> np.ndarray:
 
 def labels(Y, n: int, name: str = "Y") -> np.ndarray:
     """Labels, shape (n,), values in {-1, +1}, returned as float64."""
-    Y = _as_float_array(Y, name)
+    Y = as_float_array(Y, name)
     if Y.shape != (n,):
         raise ValueError(f"{name}: expected shape ({n},) to match X, got {Y.shape}")
     if not np.all(np.isin(Y, (-1.0, 1.0))):
@@ -56,7 +58,7 @@ def labels(Y, n: int, name: str = "Y") -> np.ndarray:
 
 def vector(v, d: int, name: str) -> np.ndarray:
     """A single vector of shape (d,)."""
-    v = _as_float_array(v, name)
+    v = as_float_array(v, name)
     if v.shape != (d,):
         raise ValueError(f"{name}: expected shape ({d},), got {v.shape}")
     return finite(v, name)
@@ -64,7 +66,7 @@ def vector(v, d: int, name: str) -> np.ndarray:
 
 def batched_vector(p, d: int, name: str) -> np.ndarray:
     """A vector with optional leading batch axes, shape (..., d)."""
-    p = _as_float_array(p, name)
+    p = as_float_array(p, name)
     if p.ndim == 0 or p.shape[-1] != d:
         raise ValueError(f"{name}: expected shape (..., {d}) with last axis d={d}, got {p.shape}")
     return finite(p, name)
@@ -74,7 +76,7 @@ def key_matrix(W, d: int, name: str = "W") -> np.ndarray | None:
     """The key-query matrix, shape (d, d), or None for the identity."""
     if W is None:
         return None
-    W = _as_float_array(W, name)
+    W = as_float_array(W, name)
     if W.shape != (d, d):
         raise ValueError(f"{name}: expected shape ({d}, {d}) or None for the identity, got {W.shape}")
     return finite(W, name)
@@ -82,7 +84,7 @@ def key_matrix(W, d: int, name: str = "W") -> np.ndarray | None:
 
 def batched_key_matrix(W, d: int, name: str = "W") -> np.ndarray:
     """Key-query matrices with optional leading batch axes, shape (..., d, d)."""
-    W = _as_float_array(W, name)
+    W = as_float_array(W, name)
     if W.ndim < 2 or W.shape[-2:] != (d, d):
         raise ValueError(f"{name}: expected shape (..., {d}, {d}), got {W.shape}")
     return finite(W, name)
@@ -90,7 +92,7 @@ def batched_key_matrix(W, d: int, name: str = "W") -> np.ndarray:
 
 def queries(Z, n: int, d: int, name: str = "queries") -> np.ndarray:
     """One query per sequence, shape (n, d); a single (d,) query is broadcast to every sequence."""
-    Z = _as_float_array(Z, name)
+    Z = as_float_array(Z, name)
     if Z.shape == (d,):
         Z = np.broadcast_to(Z, (n, d))
     if Z.shape != (n, d):
@@ -160,7 +162,7 @@ def positive_float(x, name: str) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Added for issue 13 (bad values, unbounded work): flags, seeds, bounded reals, work estimates
+# Flags, seeds, bounded reals, and the estimate of what a call may cost
 # ----------------------------------------------------------------------------------------------
 
 

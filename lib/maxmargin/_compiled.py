@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 LANES = 8  # starts per block (two AVX2 vectors of float64); _logits and _add_contraction spell 8 out
-LOGISTIC, EXPONENTIAL, CORRELATION = 0, 1, 2
+LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = 0, 1, 2  # train._COMPILED_LOSSES, in order
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 6.93147180369123816490e-01   # ln 2 split so that k * _LN2_HI is exact for |k| < 2^11
@@ -169,7 +169,7 @@ def descend(first, last_job, K, gamma, P0, tracked, steps, lr, loss, normalized,
     ``first`` to ``last_job - 1`` of LANES starts (block j: instance j // (B / LANES)).
 
     K (M, n, T, d) keys, gamma (M, n, T) scores, tracked (M, n) int64 tokens, loss one of
-    LOGISTIC, EXPONENTIAL, CORRELATION; ``record`` (R,) increasing step indices, the last one
+    LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE; ``record`` (R,) increasing step indices, the last one
     ``steps``. Writes, for each recorded step r: path (R, M, B, d), margins, on, off
     (R, M, B, n); final (M, B, n, T) attention at the last iterate; failed (M, B) the first step
     whose plain-GD gradient overflowed (-1 if none).
@@ -244,13 +244,13 @@ def descend(first, last_job, K, gamma, P0, tracked, steps, lr, loss, normalized,
                         for t in range(T):
                             final[m, b0 + l, i, t] = s[t * LANES + l]
                     continue
-                if loss == LOGISTIC:               # l'(z) / n
+                if loss == LOGISTIC_CODE:               # l'(z) / n
                     for l in range(LANES):
                         w[l] = z[l]
                     _exp_lanes(w, LANES, scratch, scratch2)
                     for l in range(LANES):
                         w[l] = -1.0 / (1.0 + w[l]) / n
-                elif loss == EXPONENTIAL:
+                elif loss == EXPONENTIAL_CODE:
                     for l in range(LANES):
                         w[l] = -z[l]
                     _exp_lanes(w, LANES, scratch, scratch2)
@@ -280,7 +280,7 @@ def descend(first, last_job, K, gamma, P0, tracked, steps, lr, loss, normalized,
             for l in range(LANES):
                 if np.isfinite(norm[l]):
                     continue
-                if normalized and loss == EXPONENTIAL:   # the direction is finite: rescale
+                if normalized and loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
                     gl, cl = _rescaled_gradient(K[m], gamma[m], p[l::LANES].copy(), n, T, d)
                     size = np.sqrt(np.sum(gl * gl)) + eps * np.exp(-cl)
                     for e in range(d):
@@ -333,7 +333,7 @@ def ready() -> None:
     try:
         M, n, T, d, R = 1, 1, 2, 1, 2
         descend(0, 1, np.zeros((M, n, T, d)), np.zeros((M, n, T)), np.zeros((M, LANES, d)),
-                np.zeros((M, n), dtype=np.int64), 1, 0.1, LOGISTIC, True, 1e-12,
+                np.zeros((M, n), dtype=np.int64), 1, 0.1, LOGISTIC_CODE, True, 1e-12,
                 np.array([0, 1]), np.empty((R, M, LANES, d)), np.empty((R, M, LANES, n)),
                 np.empty((R, M, LANES, n)), np.empty((R, M, LANES, n)),
                 np.empty((M, LANES, n, T)), np.full((M, LANES), -1, dtype=np.int64))

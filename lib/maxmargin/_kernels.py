@@ -152,7 +152,7 @@ def derivative_weights(margin: torch.Tensor, loss: Loss, normalized: bool):
     weights = loss.torch_derivative(margin) / n
     if bool(torch.isfinite(weights).all()):
         return weights, None
-    if not (normalized and loss is EXPONENTIAL) or not bool(torch.isfinite(margin).all()):
+    if not (normalized and EXPONENTIAL.same_function(loss)) or not bool(torch.isfinite(margin).all()):
         return None, None
     bad = ~torch.isfinite(weights).all(dim=-2, keepdim=True)
     c = torch.where(bad, torch.amax(-margin, dim=-2, keepdim=True), 0.0)

@@ -92,7 +92,7 @@ def least_distance(G, h, tol: float = FEASIBILITY_TOL) -> np.ndarray | None:
     ------
     IllConditionedError : no point passes the certificate, or emptiness cannot be decided.
     """
-    G = _checks.finite(_checks._as_float_array(G, "G"), "G")
+    G = _checks.finite(_checks.as_float_array(G, "G"), "G")
     if G.ndim != 2:
         raise ValueError(f"G: expected shape (m, d), got an array with shape {G.shape}")
     h = _checks.vector(h, G.shape[0], "h")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _checks
-from .heads import MLPHead, mlp_head
+from .heads import MLPHead
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,8 @@ def mixing_example(beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
     ])
     B = beta * np.array([[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
     return HeadInstance(f"mixing-beta{beta:g}", X, np.ones(2), np.diag([1.0, 1.0, 0.0, 0.0]),
-                        mlp_head(a, B), notes="token 0 value (1,0), token 1 value (0,1), others (0,0)")
+                        MLPHead(a, B, np.zeros(2)),
+                        notes="token 0 value (1,0), token 1 value (0,1), others (0,0)")
 
 
 def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = False,

@@ -15,8 +15,9 @@ import numpy as np
 
 from . import _checks, _kernels
 from .losses import Loss, get_loss
-from .model import softmax
-from .svm import SetSVMResult, set_svm
+from .model import _softmax
+from .problem import Problem, problem
+from .svm import SetSVMResult, _set_svm
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class MLPHead:
     b: np.ndarray
 
     def __post_init__(self):
-        B = _checks.finite(_checks._as_float_array(self.B, "B"), "B")
+        B = _checks.finite(_checks.as_float_array(self.B, "B"), "B")
         if B.ndim != 2 or min(B.shape) < 1:
             raise ValueError(f"B: expected shape (m, d) with m, d >= 1, got {B.shape}")
         object.__setattr__(self, "B", B)
@@ -82,7 +83,7 @@ def _head_forward(X, Y, K, head, P, loss: Loss, sets, need_grad: bool):
     logits = np.einsum("ntd,bd->bnt", K, P)
     if sets is not None:
         logits = np.where(sets, logits, -np.inf)
-    s = softmax(logits)  # (B, n, T)
+    s = _masked_softmax(logits)  # (B, n, T)
     z = np.einsum("bnt,ntd->bnd", s, X)  # attention output X_i^T s_i
     margin = Y * head.value(z)  # (B, n)
     value = np.mean(loss.value(margin), axis=-1)
@@ -94,42 +95,59 @@ def _head_forward(X, Y, K, head, P, loss: Loss, sets, need_grad: bool):
     return value, np.einsum("bnt,ntd->bd", dlogit, K)
 
 
-def head_objective(X, Y, head: MLPHead, W, loss: Loss):
+def _masked_softmax(logits: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis of logits with -inf at masked tokens (never a whole row);
+    logits beyond float64 (+inf or NaN from K p) raise a ValueError naming p."""
+    if np.isnan(logits).any() or np.isposinf(logits).any():
+        raise ValueError("p: the logits k_it^T p exceed float64 (at most 1.8e308); scale p down")
+    with np.errstate(over="ignore"):
+        return _softmax(logits)
+
+
+def head_objective(prob: Problem, head: MLPHead, loss: Loss):
     """The risk of the head model as a function for the path solver: prompts (B, d) ->
-    (risks (B,), gradients (B, d)). ``X``, ``Y``, ``W`` and ``loss`` are validated already."""
-    head = _head(head, X.shape[2])
-    K = _kernels.keys(X, W)
-    return lambda P, need_value=True: _head_forward(X, Y, K, head, P, loss, None, True)
+    (risks (B,), gradients (B, d)), on a validated problem with labels and a validated loss."""
+    head = _head(head, prob.shape[2])
+    return lambda P, need_value=True: _head_forward(prob.X, prob.Y, prob.keys, head, P, loss,
+                                                    None, True)
 
 
 def _head_inputs(X, Y, head, p, W, loss, sets):
-    X = _checks.tokens(X)
-    n, T, d = X.shape
+    prob = problem(X, W=W)
+    n, T, d = prob.shape
     Y = _checks.labels(Y, n)
     head = _head(head, d)
-    K = _kernels.keys(X, _checks.key_matrix(W, d))
     p = _checks.batched_vector(p, d, "p")
     sets = None if sets is None else _checks.token_sets(sets, n, T)
-    return X, Y, K, head, p, get_loss(loss), sets
+    return prob.X, Y, prob.keys, head, p, get_loss(loss), sets
 
 
 def head_attention(X, p, W=None, sets=None) -> np.ndarray:
     """Attention weights softmax(X_i W p), restricted to ``sets`` (n, T) if given; (..., n, T)."""
-    X = _checks.tokens(X)
-    K = _kernels.keys(X, _checks.key_matrix(W, X.shape[2]))
-    p = _checks.batched_vector(p, X.shape[2], "p")
+    prob = problem(X, W=W)
+    p = _checks.batched_vector(p, prob.shape[2], "p")
+    sets = None if sets is None else _checks.token_sets(sets, *prob.shape[:2])
+    return _head_attention(prob.keys, p, sets)
+
+
+def _head_attention(K: np.ndarray, p: np.ndarray, sets) -> np.ndarray:
+    """softmax over each set of k_it^T p for validated keys (n, T, d), prompts (..., d) and
+    sets (n, T) or None; shape (..., n, T)."""
     logits = np.einsum("ntd,...d->...nt", K, p)
     if sets is not None:
-        logits = np.where(_checks.token_sets(sets, *X.shape[:2]), logits, -np.inf)
-    return softmax(logits)
+        logits = np.where(sets, logits, -np.inf)
+    return _masked_softmax(logits)
 
 
 def head_predict(X, head: MLPHead, p, W=None, sets=None) -> np.ndarray:
     """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n)."""
-    X = _checks.tokens(X)
-    head = _head(head, X.shape[2])
-    s = head_attention(X, p, W, sets)
-    return head.value(np.einsum("...nt,ntd->...nd", s, X))
+    prob = problem(X, W=W)
+    n, T, d = prob.shape
+    head = _head(head, d)
+    p = _checks.batched_vector(p, d, "p")
+    sets = None if sets is None else _checks.token_sets(sets, n, T)
+    s = _head_attention(prob.keys, p, sets)
+    return head.value(np.einsum("...nt,ntd->...nd", s, prob.X))
 
 
 def head_risk(X, Y, head: MLPHead, p, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
@@ -198,15 +216,19 @@ def optimal_sets(X, Y, head: MLPHead, loss: str | Loss = "logistic", threshold: 
     about 10 s: T = 14 for one sequence, T = 10 for seven) raises ``ValueError`` naming
     ``max_work`` and the estimate.
     """
-    from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
-
     X = _checks.tokens(X)
     n, T, d = X.shape
     Y = _checks.labels(Y, n)
-    head = _head(head, d)
-    loss = get_loss(loss)
-    threshold = _checks.positive_float(threshold, "threshold")
-    max_work = _checks.positive_float(max_work, "max_work")
+    return _optimal_sets(X, Y, _head(head, d), get_loss(loss),
+                         _checks.positive_float(threshold, "threshold"),
+                         _checks.positive_float(max_work, "max_work"))
+
+
+def _optimal_sets(X, Y, head: MLPHead, loss: Loss, threshold: float, max_work: float) -> OptimalSets:
+    """:func:`optimal_sets` on validated X (n, T, d), Y (n,), head, loss and settings."""
+    from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
+
+    n, T, d = X.shape
     work = optimal_sets_work(n, T)
     if work > max_work:
         raise ValueError(
@@ -245,15 +267,20 @@ def set_offset(X, Y, head: MLPHead, sets, W=None, loss: str | Loss = "logistic")
     set-SVM direction, and the restricted risk ignores every other component. Zero when every
     set is a single token.
     """
-    from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
-
-    X = _checks.tokens(X)
-    n, T, d = X.shape
+    prob = problem(X, W=W)
+    n, T, d = prob.shape
     Y = _checks.labels(Y, n)
     head = _head(head, d)
     sets = _checks.token_sets(sets, n, T)
-    loss = get_loss(loss)
-    K = _kernels.keys(X, _checks.key_matrix(W, d))
+    return _set_offset(prob, Y, head, sets, get_loss(loss))
+
+
+def _set_offset(prob: Problem, Y: np.ndarray, head: MLPHead, sets: np.ndarray, loss: Loss) -> np.ndarray:
+    """:func:`set_offset` on a validated problem, labels (n,), head, sets (n, T) and loss."""
+    from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
+
+    X, K = prob.X, prob.keys
+    n, T, d = prob.shape
     first = np.argmax(sets, axis=1)
     rows = [K[i, t] - K[i, first[i]] for i in range(n) for t in np.flatnonzero(sets[i]) if t != first[i]]
     Q = _kernels.span_basis(np.array(rows).reshape(-1, d))
@@ -279,6 +306,11 @@ def set_direction(X, Y, head: MLPHead, W=None, loss: str | Loss = "logistic",
     Returns (optimal sets, ``mm.set_svm`` result, p_fin (d,)): the path is predicted to behave
     like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps :func:`optimal_sets`.
     """
-    opt = optimal_sets(X, Y, head, loss, threshold, max_work)
-    svm = set_svm(X, opt.sets, W)
-    return opt, svm, set_offset(X, Y, head, opt.sets, W, loss)
+    prob = problem(X, W=W)
+    n, T, d = prob.shape
+    Y = _checks.labels(Y, n)
+    head, loss = _head(head, d), get_loss(loss)
+    opt = _optimal_sets(prob.X, Y, head, loss, _checks.positive_float(threshold, "threshold"),
+                        _checks.positive_float(max_work, "max_work"))
+    sets = _checks.token_sets(opt.sets, n, T, proper=True, name="the optimal sets")
+    return opt, _set_svm(prob.keys, sets), _set_offset(prob, Y, head, sets, loss)

@@ -19,6 +19,7 @@ import torch
 
 from . import _checks, _kernels
 from .losses import Loss, get_loss, mean_loss
+from .problem import Problem, exponents as _exponents, keys_of as _keys, problem, scores_of as _scores
 
 
 def softmax(a, axis: int = -1) -> np.ndarray:
@@ -27,7 +28,7 @@ def softmax(a, axis: int = -1) -> np.ndarray:
     A logit of -inf is a masked token (weight 0); NaN, +inf, or a slice masked entirely raise a
     ValueError naming ``a``.
     """
-    a = _checks._as_float_array(a, "a")
+    a = _checks.as_float_array(a, "a")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -a.ndim <= axis < a.ndim:
         raise ValueError(f"axis: expected an axis of an array with {a.ndim} dimensions, got {axis!r}")
     if not np.isfinite(a).all():
@@ -47,13 +48,12 @@ def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def keys(X, W=None) -> np.ndarray:
     """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens."""
-    X = _checks.tokens(X)
-    return _keys(X, _checks.key_matrix(W, X.shape[2]))
+    return problem(X, W=W).keys
 
 
 def logits(X, p, W=None) -> np.ndarray:
     """Attention logits x_it^T W p, shape (..., n, T)."""
-    K = keys(X, W)
+    K = problem(X, W=W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
     out = _kernels.unbatch(_kernels.logits(_kernels.tensor(K), _kernels.batch(p)), p.shape[:-1])
     if not np.all(np.isfinite(out)):
@@ -66,27 +66,25 @@ def logits(X, p, W=None) -> np.ndarray:
 
 def attention(X, p, W=None) -> np.ndarray:
     """Attention weights s_i = softmax(X_i W p), shape (..., n, T)."""
-    K = keys(X, W)
+    K = problem(X, W=W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
     return _kernels.unbatch(_attention(K, p.reshape(-1, K.shape[2])), p.shape[:-1])
 
 
 def scores(X, Y, v) -> np.ndarray:
     """Token scores gamma_it = Y_i v^T x_it, shape (n, T); (..., n, T) for batched v (..., d)."""
-    X = _checks.tokens(X)
-    Y = _checks.labels(Y, X.shape[0])
-    v = _checks.batched_vector(v, X.shape[2], "v")
-    return _scores(X, Y, v)
+    prob = problem(X)
+    Y = _checks.labels(Y, prob.shape[0])
+    return _scores(prob.X, Y, _checks.batched_vector(v, prob.shape[2], "v"))
 
 
 def predict(X, v, p, W=None) -> np.ndarray:
     """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n)."""
-    X = _checks.tokens(X)
-    d = X.shape[2]
-    values = _scores(X, np.ones(X.shape[0]), _checks.vector(v, d, "v"))  # v^T x_it
-    K = _keys(X, _checks.key_matrix(W, d))
+    prob = problem(X, W=W)
+    d = prob.shape[2]
+    values = _scores(prob.X, np.ones(prob.shape[0]), _checks.vector(v, d, "v"))  # v^T x_it
     p = _checks.batched_vector(p, d, "p")
-    s = _kernels.unbatch(_attention(K, p.reshape(-1, d)), p.shape[:-1])
+    s = _kernels.unbatch(_attention(prob.keys, p.reshape(-1, d)), p.shape[:-1])
     return np.sum(s * values, axis=-1)
 
 
@@ -96,9 +94,8 @@ def risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     Finite whenever the risk is representable in float64 (huge prompts included); a risk beyond
     float64 (e.g. the exponential loss at margins below -710) raises a ValueError naming ``v``.
     """
-    _, _, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    margin, _ = _kernels.margins(_attention(K, P), _kernels.tensor(gamma[..., None]))
-    return mean_loss(loss, margin.numpy(), axis=0).reshape(lead)
+    prob, P, lead = _prepare(X, Y, v, p, W)
+    return _risk(prob, P, get_loss(loss)).reshape(lead)
 
 
 def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
@@ -106,25 +103,37 @@ def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
 
     grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i.
     """
-    _, _, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    s = _attention(K, P)
-    margin, deviation = _kernels.margins(s, _kernels.tensor(gamma[..., None]))
-    scaled, log_factor = _slope_scaled(loss, margin)
-    grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, scaled, out=s),
-                                    _kernels.tensor(K))
-    return _rescaled(grad, log_factor, loss).T.reshape(lead + (K.shape[2],))
+    prob, P, lead = _prepare(X, Y, v, p, W)
+    return _risk_grad(prob, P, get_loss(loss)).reshape(lead + (P.shape[1],))
 
 
 def risk_grad_v(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i."""
-    X, Y, K, gamma, P, loss, lead = _prepare(X, Y, v, p, W, loss)
-    s = _attention(K, P)
-    margin = _kernels.margins(s, _kernels.tensor(gamma[..., None]))[0]
+    prob, P, lead = _prepare(X, Y, v, p, W)
+    loss = get_loss(loss)
+    s = _attention(prob.keys, P)
+    margin = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))[0]
     scaled, log_factor = _slope_scaled(loss, margin)
-    Y = _kernels.tensor(Y)
+    Y = _kernels.tensor(prob.Y)
     weight = scaled.torch_derivative(margin) * (Y / Y.shape[0])[:, None]
-    grad = _kernels.contract_tokens(s * weight[:, None, :], _kernels.tensor(X))
-    return _rescaled(grad, log_factor, loss).T.reshape(lead + (K.shape[2],))
+    grad = _kernels.contract_tokens(s * weight[:, None, :], _kernels.tensor(prob.X))
+    return _rescaled(grad, log_factor, loss).T.reshape(lead + (P.shape[1],))
+
+
+def _risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
+    """L(p) (B,) at validated prompts P (B, d) of a validated problem with a head."""
+    margin, _ = _kernels.margins(_attention(prob.keys, P), _kernels.tensor(prob.scores[..., None]))
+    return mean_loss(loss, margin.numpy(), axis=0)
+
+
+def _risk_grad(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
+    """grad_p L (B, d) at validated prompts P (B, d) of a validated problem with a head."""
+    s = _attention(prob.keys, P)
+    margin, deviation = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))
+    scaled, log_factor = _slope_scaled(loss, margin)
+    grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, scaled, out=s),
+                                    _kernels.tensor(prob.keys))
+    return _rescaled(grad, log_factor, loss).T
 
 
 def self_attention_logits(X, W, queries) -> np.ndarray:
@@ -186,10 +195,12 @@ def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
     approached only as ||p|| -> inf and reached by no finite p. Otherwise the infimum is strictly
     larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
     """
-    X = _checks.tokens(X)
-    n, _, d = X.shape
-    gamma = _scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
-    return float(mean_loss(get_loss(loss), gamma.max(axis=-1), axis=0))
+    return _optimal_risk(problem(X, Y, v).scores, get_loss(loss))
+
+
+def _optimal_risk(gamma: np.ndarray, loss: Loss) -> float:
+    """L* of validated scores (n, T)."""
+    return float(mean_loss(loss, gamma.max(axis=-1), axis=0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,7 +210,13 @@ def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
 
 def excess_risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Excess risk L(p) - L* (see :func:`optimal_risk`), shape (...) for p of shape (..., d)."""
-    return risk(X, Y, v, p, W, loss) - optimal_risk(X, Y, v, loss)
+    prob, P, lead = _prepare(X, Y, v, p, W)
+    return _excess_risk(prob, P, get_loss(loss)).reshape(lead)
+
+
+def _excess_risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
+    """L(p) - L* (B,) at validated prompts P (B, d)."""
+    return _risk(prob, P, loss) - _optimal_risk(prob.scores, loss)
 
 
 def excess_risk_on_plane(X, Y, v, W=None, loss: str | Loss = "logistic",
@@ -209,19 +226,21 @@ def excess_risk_on_plane(X, Y, v, W=None, loss: str | Loss = "logistic",
     The other coordinates of p are 0. ``extent`` is (p1_min, p1_max, p2_min, p2_max).
     Returns (p1 (r,), p2 (r,), gap (r, r)) with gap[j, k] at p = (p1[k], p2[j], 0, ...).
     """
-    X = _plane_tokens(X)
-    extent = _checks._as_float_array(extent, "extent")
+    prob = _plane_problem(X, Y, v, W)
+    loss = get_loss(loss)
+    extent = _checks.as_float_array(extent, "extent")
     if extent.shape != (4,) or not np.all(np.isfinite(extent)) or extent[0] >= extent[1] \
             or extent[2] >= extent[3]:
         raise ValueError(f"extent: expected finite (p1_min, p1_max, p2_min, p2_max) with min < max, "
                          f"got {extent.tolist()}")
     resolution = _checks.positive_int(resolution, "resolution", minimum=2)
-    _affordable_prompts("resolution", resolution, resolution ** 2, X.shape)
+    _affordable_prompts("resolution", resolution, resolution ** 2, prob.shape)
     p1 = np.linspace(extent[0], extent[1], resolution)
     p2 = np.linspace(extent[2], extent[3], resolution)
-    P = np.zeros((resolution, resolution, X.shape[2]))
+    P = np.zeros((resolution, resolution, prob.shape[2]))
     P[..., 0], P[..., 1] = np.meshgrid(p1, p2)
-    return p1, p2, excess_risk(X, Y, v, P, W, loss)
+    gap = _excess_risk(prob, P.reshape(-1, prob.shape[2]), loss)
+    return p1, p2, gap.reshape(resolution, resolution)
 
 
 def excess_risk_on_rays(X, Y, v, directions, W=None, radii=None, loss: str | Loss = "logistic"):
@@ -230,9 +249,10 @@ def excess_risk_on_rays(X, Y, v, directions, W=None, radii=None, loss: str | Los
     directions : (k, d) non-zero directions; radii : (m,) values of R, default 81 in [0, 20].
     Returns (radii (m,), gaps (k, m)).
     """
-    X = _checks.tokens(X)
-    d = X.shape[2]
-    U = _checks.finite(_checks._as_float_array(directions, "directions"), "directions")
+    prob = problem(X, Y, v, W)
+    loss = get_loss(loss)
+    d = prob.shape[2]
+    U = _checks.finite(_checks.as_float_array(directions, "directions"), "directions")
     if U.ndim != 2 or U.shape[1] != d:
         raise ValueError(f"directions: expected shape (k, {d}), got {U.shape}")
     norms = np.max(np.abs(U), axis=1, keepdims=True)
@@ -242,11 +262,12 @@ def excess_risk_on_rays(X, Y, v, directions, W=None, radii=None, loss: str | Los
     norms = np.linalg.norm(U, axis=1, keepdims=True)
     if radii is None:
         radii = np.linspace(0.0, 20.0, 81)
-    radii = _checks.finite(_checks._as_float_array(radii, "radii"), "radii")
+    radii = _checks.finite(_checks.as_float_array(radii, "radii"), "radii")
     if radii.ndim != 1:
         raise ValueError(f"radii: expected shape (m,), got {radii.shape}")
-    _affordable_prompts("radii", f"<{len(radii)} values>", len(U) * len(radii), X.shape)
-    return radii, excess_risk(X, Y, v, radii[None, :, None] * (U / norms)[:, None, :], W, loss)
+    _affordable_prompts("radii", f"<{len(radii)} values>", len(U) * len(radii), prob.shape)
+    P = (radii[None, :, None] * (U / norms)[:, None, :]).reshape(-1, d)
+    return radii, _excess_risk(prob, P, loss).reshape(len(U), len(radii))
 
 
 def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logistic", num: int = 721):
@@ -256,14 +277,15 @@ def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logisti
     instances attend to the first two coordinates, so this circle holds every prompt of norm R
     that matters. The best direction on the circle is ``angles[np.argmin(excess)]``.
     """
-    X = _plane_tokens(X)
+    prob = _plane_problem(X, Y, v, W)
+    loss = get_loss(loss)
     R = _checks.positive_float(R, "R")
     num = _checks.positive_int(num, "num", minimum=2)
-    _affordable_prompts("num", num, num, X.shape)
+    _affordable_prompts("num", num, num, prob.shape)
     theta = np.linspace(-180.0, 180.0, num)
-    ring = np.zeros((num, X.shape[2]))
+    ring = np.zeros((num, prob.shape[2]))
     ring[:, 0], ring[:, 1] = R * np.cos(np.radians(theta)), R * np.sin(np.radians(theta))
-    return theta, excess_risk(X, Y, v, ring, W, loss)
+    return theta, _excess_risk(prob, ring, loss)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -275,11 +297,6 @@ def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logisti
 # from logits scaled by exact powers of two (softmax is shift-invariant, but the products K p
 # themselves would overflow).
 SAFE_EXPONENT = 1000
-
-
-def _exponents(a: np.ndarray, axis) -> np.ndarray:
-    """Binary exponent e of the largest |entry| along ``axis`` (max |a| < 2**e; 0 for zeros)."""
-    return np.frexp(np.max(np.abs(a), axis=axis, initial=0.0))[1]
 
 
 def _log10_bound(K: np.ndarray, p: np.ndarray) -> float:
@@ -326,28 +343,6 @@ def _self_attention(X: np.ndarray, W: np.ndarray, Z: np.ndarray) -> np.ndarray:
     return _scaled_softmax(b, eX + eW[..., None, None] + eZ[:, None], axis=-1)
 
 
-def _keys(X: np.ndarray, W: np.ndarray | None) -> np.ndarray:
-    """Keys X W of validated X and W, refused when they exceed float64."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        K = _kernels.keys(X, W)
-    if W is not None and not np.all(np.isfinite(K)):
-        size = (int(_exponents(X, None)) + int(_exponents(W, None)) + np.log2(X.shape[2])) * np.log10(2)
-        raise ValueError(f"W: the keys k_it = W^T x_it reach about 10^{size:.0f}, beyond float64 "
-                         f"(at most 1.8e308); scale W or X down")
-    return K
-
-
-def _scores(X: np.ndarray, Y: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Scores Y_i v^T x_it of validated inputs, refused when they exceed float64."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        gamma = _kernels.scores(X, Y, v)
-    if not np.all(np.isfinite(gamma)):
-        size = (int(_exponents(X, None)) + int(_exponents(v, None)) + np.log2(X.shape[2])) * np.log10(2)
-        raise ValueError(f"v: the scores Y_i v^T x_it reach about 10^{size:.0f}, beyond float64 "
-                         f"(at most 1.8e308); scale v or X down")
-    return gamma
-
-
 def _slope_scaled(loss: Loss, margin: torch.Tensor):
     """(loss, log_factor): the loss to differentiate with, and None; or, when l'(margin)
     overflows, a copy whose derivative is l'(z) / exp(m_b) with m_b = max_i log(-l'(z_ib)) per
@@ -380,17 +375,12 @@ def _rescaled(grad: torch.Tensor, log_factor, loss: Loss) -> np.ndarray:
     return g
 
 
-def _prepare(X, Y, v, p, W, loss):
-    """Validate once; return X, Y, keys (n, T, d), scores (n, T) and prompts (B, d) as arrays,
-    the loss, and p's batch shape."""
-    X = _checks.tokens(X)
-    n, _, d = X.shape
-    v = _checks.vector(v, d, "v")
-    Y = _checks.labels(Y, n)
-    gamma = _scores(X, Y, v)
-    p = _checks.batched_vector(p, d, "p")
-    K = _keys(X, _checks.key_matrix(W, d))
-    return X, Y, K, gamma, p.reshape(-1, d), get_loss(loss), p.shape[:-1]
+def _prepare(X, Y, v, p, W):
+    """Validate once: the problem (with its head) and the prompts p as (B, d), with p's batch
+    shape."""
+    prob = problem(X, Y, v, W)
+    p = _checks.batched_vector(p, prob.shape[2], "p")
+    return prob, p.reshape(-1, prob.shape[2]), p.shape[:-1]
 
 
 def _affordable_prompts(name: str, value, count: int, shape: tuple) -> None:
@@ -401,9 +391,9 @@ def _affordable_prompts(name: str, value, count: int, shape: tuple) -> None:
                        "evaluating the risk at every prompt")
 
 
-def _plane_tokens(X) -> np.ndarray:
-    """Tokens whose prompts have a (p1, p2) plane, i.e. d >= 2."""
-    X = _checks.tokens(X)
-    if X.shape[2] < 2:
-        raise ValueError(f"X: the prompt plane needs d >= 2, got d={X.shape[2]}")
-    return X
+def _plane_problem(X, Y, v, W) -> Problem:
+    """The validated problem of an instance whose prompts have a (p1, p2) plane, i.e. d >= 2."""
+    prob = problem(X, Y, v, W)
+    if prob.shape[2] < 2:
+        raise ValueError(f"X: the prompt plane needs d >= 2, got d={prob.shape[2]}")
+    return prob

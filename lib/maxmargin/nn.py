@@ -54,7 +54,7 @@ class PromptAttention(nn.Module):
     def _tokens(self, X) -> torch.Tensor:
         """X as a tensor of the layer's dtype, shape (n, T, d), refused otherwise (naming X)."""
         if not isinstance(X, torch.Tensor):
-            X = torch.as_tensor(_checks._as_float_array(X, "X"), dtype=self.p.dtype)
+            X = torch.as_tensor(_checks.as_float_array(X, "X"), dtype=self.p.dtype)
         d = self.p.shape[0]
         if X.ndim != 3 or X.shape[2] != d:
             raise ValueError(f"X: expected a tensor of shape (n, T, {d}), got {tuple(X.shape)}")

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
-from .model import scores
-from .svm import SVMResult, att_svm, is_feasible
+from .problem import Problem, problem
+from .svm import SVMResult, _att_inputs, _att_svm, _is_feasible
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
@@ -21,7 +21,11 @@ def optimal_indices(X, Y, v) -> np.ndarray:
 
     Raises ``ValueError`` if a sequence has two tokens tied for the highest score.
     """
-    gamma = scores(X, Y, v)
+    return _optimal_indices(problem(X, Y, v).scores)
+
+
+def _optimal_indices(gamma: np.ndarray) -> np.ndarray:
+    """:func:`optimal_indices` of validated scores (n, T)."""
     top = np.sort(gamma, axis=1)[:, -2:]
     tied = np.isclose(top[:, 0], top[:, 1], rtol=0.0, atol=1e-12)
     if np.any(tied):
@@ -33,7 +37,8 @@ def optimal_indices(X, Y, v) -> np.ndarray:
 
 def support_tokens(X, alpha, W=None) -> np.ndarray:
     """(n, T) bool mask of support tokens T_i(alpha): the tight constraints of ATT-SVM(alpha)."""
-    return att_svm(X, alpha, W).support
+    K, alpha, relaxed = _att_inputs(X, alpha, W, None)
+    return _att_svm(K, alpha, relaxed).support
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,15 @@ def check_selection(X, Y, v, alpha, W=None) -> Selection:
 
     Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible.
     """
-    X = _checks.tokens(X)
-    n, T, _ = X.shape
-    alpha = _checks.indices(alpha, n, T)
-    gamma = scores(X, Y, v)
-    result = att_svm(X, alpha, W)
+    prob = problem(X, Y, v, W)
+    return _check_selection(prob, _checks.indices(alpha, *prob.shape[:2]))
+
+
+def _check_selection(prob: Problem, alpha: np.ndarray) -> Selection:
+    """:func:`check_selection` on a validated problem (with its head) and alpha (n,)."""
+    n = prob.shape[0]
+    gamma = prob.scores
+    result = _att_svm(prob.keys, alpha)
     selected = gamma[np.arange(n), alpha][:, None]
     bad = result.support & (gamma >= selected)
     violations = tuple((int(i), int(t)) for i, t in np.argwhere(bad))
@@ -64,11 +73,11 @@ def check_selection(X, Y, v, alpha, W=None) -> Selection:
 
 def is_locally_optimal(X, Y, v, alpha, W=None) -> bool:
     """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible)."""
-    X = _checks.tokens(X)
-    alpha = _checks.indices(alpha, X.shape[0], X.shape[1])
-    if not is_feasible(X, alpha, W):
+    prob = problem(X, Y, v, W)
+    alpha = _checks.indices(alpha, *prob.shape[:2])
+    if not _is_feasible(prob.keys, alpha):
         return False
-    return check_selection(X, Y, v, alpha, W).locally_optimal
+    return _check_selection(prob, alpha).locally_optimal
 
 
 #: Default cap on the estimated cost of an enumeration, in units of one small SVM solve (about
@@ -111,15 +120,20 @@ def feasible_selections(X, Y, v, W=None, max_cost: float = MAX_COST) -> list[Sel
         (measured: 3 100 units took 6 s on a loaded 2-core machine), bounds the work to at most
         about 10 s; raise it to allow more.
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
-    scores(X, Y, v)  # validates Y and v before the search
-    max_cost = _checks.positive_float(max_cost, "max_cost")
+    prob = problem(X, Y, v, W)
+    return _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
+
+
+def _feasible_selections(prob: Problem, max_cost: float) -> list[Selection]:
+    """:func:`feasible_selections` on a validated problem (with its head)."""
+    n, T, d = prob.shape
+    K = prob.keys
     if n * (T - 1) * (d + 1) / ROWS_PER_UNIT > max_cost:  # even one solve is too much
         raise ValueError(f"max_cost: one ATT-SVM of this instance costs "
                          f"{1 + n * (T - 1) * (d + 1) / ROWS_PER_UNIT:.3g} units, above "
                          f"max_cost={max_cost:g}")
-    selectable = [[t for t in range(T) if is_feasible(X[i:i + 1], [t], W)] for i in range(n)]
+    selectable = [[t for t in range(T) if _is_feasible(K[i:i + 1], np.array([t]))]
+                  for i in range(n)]
     cost = enumeration_cost([len(c) for c in selectable], T, d)
     if cost > max_cost:
         raise ValueError(
@@ -132,11 +146,11 @@ def feasible_selections(X, Y, v, W=None, max_cost: float = MAX_COST) -> list[Sel
     def extend(prefix: list[int]) -> None:
         k = len(prefix)
         if k == n:
-            found.append(check_selection(X, Y, v, prefix, W))
+            found.append(_check_selection(prob, np.array(prefix)))
             return
         for t in selectable[k]:
             candidate = prefix + [t]
-            if k == 0 or is_feasible(X[:k + 1], candidate, W):
+            if k == 0 or _is_feasible(K[:k + 1], np.array(candidate)):
                 extend(candidate)
 
     extend([])
@@ -148,7 +162,9 @@ def locally_optimal_indices(X, Y, v, W=None, max_cost: float = MAX_COST) -> list
 
     ``max_cost`` bounds the work as in :func:`feasible_selections` (default: about 10 s).
     """
-    return [s.alpha for s in feasible_selections(X, Y, v, W, max_cost) if s.locally_optimal]
+    prob = problem(X, Y, v, W)
+    found = _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
+    return [s.alpha for s in found if s.locally_optimal]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,10 +215,10 @@ def selection_census(X, Y, v, W=None, max_cost: float = MAX_COST) -> SelectionCe
     SelectionCensus
         ``global_selection`` is opt = argmax of the scores (``ValueError`` on a tie).
     """
-    X = _checks.tokens(X)
-    n, T, _ = X.shape
-    opt = tuple(int(t) for t in optimal_indices(X, Y, v))
-    found = feasible_selections(X, Y, v, W, max_cost=max_cost)
+    prob = problem(X, Y, v, W)
+    n, T, _ = prob.shape
+    opt = tuple(int(t) for t in _optimal_indices(prob.scores))
+    found = _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
     return SelectionCensus(
         total=T ** n,
         feasible=len(found),

@@ -20,7 +20,8 @@ from ._least_distance import norm as vector_norm
 from ._least_distance import row_norms
 from .heads import MLPHead, head_objective
 from .losses import Loss, get_loss
-from .model import risk, risk_grad
+from .model import _risk, _risk_grad
+from .problem import Problem, problem
 
 
 @dataclass(frozen=True)
@@ -101,25 +102,26 @@ def regularization_path(X, Y, v, radii, W=None, loss: str | Loss = "logistic", s
     orthogonal to their span costs norm and changes nothing, so the search runs in that span
     (an orthonormal basis Q, p = Q q) and the minimiser has no other component.
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
-    Y = _checks.labels(Y, n)
-    W = _checks.key_matrix(W, d)
+    return _regularization_path(X, Y, v, radii, W, loss, starts, seed, steps, cone)
+
+
+def _regularization_path(X, Y, v, radii, W, loss, starts, seed, steps, cone) -> RegularizationPath:
+    """The validating body of :func:`regularization_path` (and of the local path)."""
+    prob = _path_problem(X, Y, v, W)
     loss = get_loss(loss)
     radii = _radii(radii)
     # Without a cone the first radius has no start but the random ones; a cone adds its axis.
     starts = _checks.positive_int(starts, "starts", minimum=0 if cone is not None else 1)
     steps = _checks.positive_int(steps, "steps")
     seed = _checks.seed(seed, "seed")
-    _radius_range(X, W, radii)
-    objective = _objective(X, Y, v, W, loss)
+    _radius_range(prob.keys, radii)
+    objective = _objective(prob, v, loss)
     with _kernels.threads_for(0):  # many tiny solves: one torch thread
-        return _path(X, W, objective, radii, starts, seed, steps, cone)
+        return _path(prob.keys, objective, radii, starts, seed, steps, cone)
 
 
-def _path(X, W, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
-    d = X.shape[2]
-    K = _kernels.keys(X, W)
+def _path(K, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
+    d = K.shape[2]
     Q = _kernels.span_basis((K - K[:, :1]).reshape(-1, d))
     if Q.shape[1] == 0:
         raise ValueError("X: every sequence has identical keys, so the loss does not depend on p")
@@ -177,7 +179,7 @@ def local_regularization_path(X, Y, v, radii, direction, angle: float, W=None,
     (d,) is typically a locally-optimal p^mm(alpha). The path is asymptotic: for moderate R the
     minimiser can sit on the cone's wall (see ``RegularizationPath.on_cone``).
     """
-    return regularization_path(X, Y, v, radii, W, loss, starts, seed, steps, cone=(direction, angle))
+    return _regularization_path(X, Y, v, radii, W, loss, starts, seed, steps, (direction, angle))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -185,22 +187,30 @@ def local_regularization_path(X, Y, v, radii, direction, angle: float, W=None,
 # ----------------------------------------------------------------------------------------------
 
 
-def _objective(X, Y, v, W, loss: Loss):
-    """A function (B, d) -> (risks (B,), gradients (B, d)) for the linear or the MLP head."""
-    d = X.shape[2]
+def _path_problem(X, Y, v, W) -> Problem:
+    """The validated instance: with the linear head v (d,) its scores too; an MLP head is
+    checked by :func:`_objective`."""
     if isinstance(v, MLPHead):
-        return head_objective(X, Y, v, W, loss)
-    v = _checks.vector(v, d, "v")
+        prob = problem(X, W=W)
+        return Problem(prob.X, _checks.labels(Y, prob.shape[0]), None, prob.W, prob.keys, None)
+    return problem(X, Y, v, W)
+
+
+def _objective(prob: Problem, v, loss: Loss):
+    """A function (B, d) -> (risks (B,), gradients (B, d)) for the linear or the MLP head, on a
+    validated problem and validated prompts."""
+    if isinstance(v, MLPHead):
+        return head_objective(prob, v, loss)
 
     def objective(P, need_value=True):
-        value = risk(X, Y, v, P, W, loss) if need_value else None
-        return value, risk_grad(X, Y, v, P, W, loss)
+        value = _risk(prob, P, loss) if need_value else None
+        return value, _risk_grad(prob, P, loss)
 
     return objective
 
 
 def _radii(radii) -> np.ndarray:
-    radii = _checks.finite(np.atleast_1d(_checks._as_float_array(radii, "radii")), "radii")
+    radii = _checks.finite(np.atleast_1d(_checks.as_float_array(radii, "radii")), "radii")
     if radii.ndim != 1 or len(radii) == 0:
         raise ValueError(f"radii: expected a non-empty 1-D array, got shape {radii.shape}")
     if np.any(radii <= 0):
@@ -214,9 +224,9 @@ def _radii(radii) -> np.ndarray:
 LOGIT_LIMIT = 1e300
 
 
-def _radius_range(X: np.ndarray, W, radii: np.ndarray) -> None:
-    """Refuse radii whose logits R ||k|| could overflow float64 (``radii`` named, with the limit)."""
-    K = _kernels.keys(X, W)
+def _radius_range(K: np.ndarray, radii: np.ndarray) -> None:
+    """Refuse radii whose logits R ||k|| could overflow float64 (``radii`` named, with the limit);
+    K (n, T, d) validated keys."""
     spread = float(np.max(np.abs(K - K[:, :1]).sum(axis=2)))  # >= every ||k_it - k_i0||
     size = float(np.max(np.abs(K).sum(axis=2)))              # >= every ||k_it||
     reach = max(2.0 * spread, size)

@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from . import _checks, _infeasibility, _kernels
+from . import _checks, _infeasibility
 from . import _least_distance as _ldp
 from ._least_distance import IllConditionedError, least_distance
+from .problem import problem
 
 if TYPE_CHECKING:
     import cvxpy as cp
@@ -306,7 +307,7 @@ def _sum_squares_problem(variable, constraints) -> tuple[cp.Problem, cp.Variable
 
 
 def _matrix(A, name: str) -> np.ndarray:
-    A = _checks._as_float_array(A, name)
+    A = _checks.as_float_array(A, name)
     if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] < 1:
         raise ValueError(f"{name}: expected shape (n, d) with n, d >= 1, got {A.shape}")
     return _checks.finite(A, name)
@@ -350,14 +351,17 @@ def _variable(size, name: str) -> cp.Variable:
 
 
 def _att_inputs(X, alpha, W, relaxed):
-    X = _checks.tokens(X)
-    n, T, d = X.shape
+    """Validate once: keys (n, T, d), alpha (n,) and the relaxed mask (n,)."""
+    K = problem(X, W=W).keys
+    n, T, _ = K.shape
     alpha = _checks.indices(alpha, n, T)
-    W = _checks.key_matrix(W, d)
     relaxed = np.zeros(n, dtype=bool) if relaxed is None else _checks.mask(relaxed, n, "relaxed")
-    D = _differences(_kernels.keys(X, W), alpha)
-    b = np.where(relaxed, 0.0, 1.0)
-    return D, alpha, b, relaxed
+    return K, alpha, relaxed
+
+
+def _att_system(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray):
+    """Differences D (n, T, d) and right-hand sides b (n,) of ATT-SVM on validated inputs."""
+    return _differences(K, alpha), np.where(relaxed, 0.0, 1.0)
 
 
 def _att_rows(D: np.ndarray, alpha: np.ndarray, b: np.ndarray):
@@ -386,7 +390,8 @@ def att_svm_problem(X, alpha, W=None, relaxed=None) -> tuple[cp.Problem, cp.Vari
     -------
     (problem, p): the problem, to ``problem.solve(solver=cp.CLARABEL)``, and its variable p (d,).
     """
-    D, alpha, b, _ = _att_inputs(X, alpha, W, relaxed)
+    K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
+    D, b = _att_system(K, alpha, relaxed)
     A, b_rows, _, _ = _att_rows(D, alpha, b)
     return _att_problem(A, b_rows)
 
@@ -420,9 +425,17 @@ def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1
         constraint alone requires (the message gives the estimate); see the module docstring.
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
     """
-    D, alpha, b, relaxed = _att_inputs(X, alpha, W, relaxed)
-    solve = _solver(solver)
-    tol = _checks.positive_float(tol, "tol")
+    K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
+    return _att_svm(K, alpha, relaxed, _solver(solver), _checks.positive_float(tol, "tol"))
+
+
+def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None, solve=None,
+             tol: float = 1e-8) -> SVMResult:
+    """ATT-SVM on validated keys K (n, T, d) and alpha (n,); ``relaxed`` (n,) bool or None,
+    ``solve`` a solver from :func:`_solver` (default "fast")."""
+    relaxed = np.zeros(len(alpha), dtype=bool) if relaxed is None else relaxed
+    solve = _solver("fast") if solve is None else solve
+    D, b = _att_system(K, alpha, relaxed)
     n, T, d = D.shape
     G, h, seq, tok = _att_rows(D, alpha, b)
 
@@ -462,7 +475,14 @@ def is_feasible(X, alpha, W=None, relaxed=None) -> bool:
     ------
     IllConditionedError : (a ValueError) the solution fails its KKT certificate.
     """
-    D, alpha, b, _ = _att_inputs(X, alpha, W, relaxed)
+    K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
+    return _is_feasible(K, alpha, relaxed)
+
+
+def _is_feasible(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None) -> bool:
+    """:func:`is_feasible` on validated keys K (n, T, d), alpha (n,), relaxed (n,) or None."""
+    relaxed = np.zeros(len(alpha), dtype=bool) if relaxed is None else relaxed
+    D, b = _att_system(K, alpha, relaxed)
     G, h, _, _ = _att_rows(D, alpha, b)
     try:
         return _ldp.feasible(G, h)
@@ -489,10 +509,8 @@ def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Ex
 
 
 def _set_inputs(X, sets, W):
-    X = _checks.tokens(X)
-    n, T, d = X.shape
-    W = _checks.key_matrix(W, d)
-    return _kernels.keys(X, W), _checks.token_sets(sets, n, T, proper=True)
+    K = problem(X, W=W).keys
+    return K, _checks.token_sets(sets, *K.shape[:2], proper=True)
 
 
 def _set_rows(K: np.ndarray, sets: np.ndarray):
@@ -565,8 +583,12 @@ def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMR
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     K, sets = _set_inputs(X, sets, W)
-    solve = _solver(solver)
-    tol = _checks.positive_float(tol, "tol")
+    return _set_svm(K, sets, _solver(solver), _checks.positive_float(tol, "tol"))
+
+
+def _set_svm(K: np.ndarray, sets: np.ndarray, solve=None, tol: float = 1e-8) -> SetSVMResult:
+    """The set-SVM on validated keys K (n, T, d) and proper sets (n, T)."""
+    solve = _solver("fast") if solve is None else solve
     E, E_seq, G, G_seq = _set_rows(K, sets)
 
     program = Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E)
@@ -647,8 +669,12 @@ def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
     R, Y = _v_inputs(R, Y)
-    solve = _solver(solver)
-    tol = _checks.positive_float(tol, "tol")
+    return _v_svm(R, Y, _solver(solver), _checks.positive_float(tol, "tol"))
+
+
+def _v_svm(R: np.ndarray, Y: np.ndarray, solve=None, tol: float = 1e-8) -> VSVMResult:
+    """The v-SVM on validated samples R (n, d) and labels Y (n,)."""
+    solve = _solver("fast") if solve is None else solve
     G = Y[:, None] * R
     ones = np.ones(len(G))
 
@@ -819,8 +845,9 @@ def joint_svms(X, Y, alpha, W=None) -> JointSVMs:
     W : (d, d) or None. The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are
     not support vectors of the v-SVM. Returns a :class:`JointSVMs`.
     """
-    X = _checks.tokens(X)
-    n, T, _ = X.shape
+    prob = problem(X, W=W)
+    n, T, _ = prob.shape
     alpha = _checks.indices(alpha, n, T)
-    vsvm = v_svm(X[np.arange(n), alpha], Y)
-    return JointSVMs(vsvm, att_svm(X, alpha, W=W, relaxed=~vsvm.support), att_svm(X, alpha, W=W))
+    vsvm = _v_svm(prob.X[np.arange(n), alpha], _checks.labels(Y, n))
+    return JointSVMs(vsvm, _att_svm(prob.keys, alpha, relaxed=~vsvm.support),
+                     _att_svm(prob.keys, alpha))

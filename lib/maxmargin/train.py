@@ -21,7 +21,8 @@ import torch
 
 from . import _checks, _kernels
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss
-from .model import _softmax as softmax
+from .model import _softmax
+from .problem import Problem, problem
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Trajectory:
 
     def cosine(self, direction) -> np.ndarray:
         """(R, B) cosine similarity of each recorded iterate with ``direction`` (d,); 0 at p = 0."""
-        return cosine(self.p, _checks.vector(direction, self.p.shape[-1], "direction"))
+        return _cosine(self.p, _checks.vector(direction, self.p.shape[-1], "direction"))
 
     def selected_tokens(self) -> np.ndarray:
         """(B, n) index of the token with the largest final attention in each sequence."""
@@ -70,8 +71,8 @@ def cosine(a, b) -> np.ndarray:
     Finite vectors of any size (each is first divided by its largest entry, so no norm
     overflows); NaN or inf, or shapes that do not broadcast, raise a ValueError naming a or b.
     """
-    a = _checks.finite(_checks._as_float_array(a, "a"), "a")
-    b = _checks.finite(_checks._as_float_array(b, "b"), "b")
+    a = _checks.finite(_checks.as_float_array(a, "a"), "a")
+    b = _checks.finite(_checks.as_float_array(b, "b"), "b")
     if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[-1]:
         raise ValueError(f"b: expected vectors along the last axis of the same length as a's, "
                          f"got shapes {a.shape} and {b.shape}")
@@ -79,6 +80,11 @@ def cosine(a, b) -> np.ndarray:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ValueError(f"b: shape {b.shape} does not broadcast against a's {a.shape}") from None
+    return _cosine(a, b)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`cosine` of validated finite arrays that broadcast along their last axis."""
     a, b = _unit_scale(a), _unit_scale(b)
     denom = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
     dots = np.sum(a * b, axis=-1)
@@ -109,17 +115,25 @@ def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic"
     Raises ``ValueError`` if plain GD's gradient overflows float64 (normalized GD rescales it:
     its direction is finite), naming the step and the cause (the scale of v, or lr).
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
-    gamma = _finite_scores(_kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v")))
-    K = _kernels.keys(X, _checks.key_matrix(W, d))
+    prob = problem(X, Y, v, W)
+    n, T, d = prob.shape
     P = _initial_batch(p0, d, "p0")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
+    tracked = None if track is None else _checks.indices(track, n, T, "track")
+    return _gd(prob, P, steps, lr, loss, normalized, eps, tracked, record_every)
+
+
+def _gd(prob: Problem, P: np.ndarray, steps: int, lr: float, loss: Loss, normalized: bool,
+        eps: float, tracked: np.ndarray | None, record_every) -> Trajectory:
+    """:func:`gd` on a validated problem (with its head), starts P (B, d) and settings;
+    ``tracked`` (n,) or None (the highest-score tokens)."""
+    n, T, d = prob.shape
+    gamma, K = prob.scores, prob.keys
     _affordable_descent(steps, _record_count(steps, record_every),
                         len(P), n * T * d, d + 3 * n + 1, n * T)
     record = _record_steps(steps, record_every)
-    tracked = np.argmax(gamma, axis=1) if track is None else _checks.indices(track, n, T, "track")
+    tracked = np.argmax(gamma, axis=1) if tracked is None else tracked
     run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None],
                    record, "gd")
     return Trajectory(run.path[:, 0], run.loss[:, 0], run.on[:, 0], run.off[:, 0], tracked,
@@ -137,11 +151,15 @@ class StackTrajectory(Trajectory):
 
     def cosine(self, directions) -> np.ndarray:
         """(R, M, B) cosine of each iterate with its instance's direction; ``directions``
-        is (M, d), or (M, B, d) for one direction per run."""
-        directions = np.asarray(directions, dtype=np.float64)
-        if directions.ndim == 2:
+        is (M, d), (M, B, d) for one direction per run, or (d,) shared by every run."""
+        _, M, B, d = self.p.shape
+        directions = _checks.finite(_checks.as_float_array(directions, "directions"), "directions")
+        if directions.shape == (M, d):
             directions = directions[:, None, :]
-        return cosine(self.p, directions)
+        if directions.shape not in ((d,), (M, 1, d), (M, B, d)):
+            raise ValueError(f"directions: expected shape ({M}, {d}), ({M}, {B}, {d}) or ({d},), "
+                             f"got {directions.shape}")
+        return _cosine(self.p, directions)
 
 
 def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
@@ -162,32 +180,30 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     track : (M, n) token indices whose attention to record; default argmax_t gamma_it.
     record_every : as in :func:`gd`.
     """
-    X = _checks._as_float_array(X, "X")
+    X = _checks.as_float_array(X, "X")
     if X.ndim != 4:
         raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
     M, n, T, d = X.shape
     if M < 1:
         raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
-    for m in range(M):
-        _checks.tokens(X[m], "X")
-    Y = _checks._as_float_array(Y, "Y")
+    Y = _checks.as_float_array(Y, "Y")
     if Y.shape != (M, n):
         raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
     v = _checks.batched_vector(v, d, "v")
     v = np.broadcast_to(v, (M, d)) if v.shape in ((d,), (M, d)) else None
     if v is None:
         raise ValueError(f"v: expected shape ({d},) or ({M}, {d})")
-    gamma = _finite_scores(np.stack([_kernels.scores(X[m], _checks.labels(Y[m], n), v[m])
-                                     for m in range(M)]))
-    if W is None:
-        K = X
-    else:
-        Wa = _checks._as_float_array(W, "W")
+    Ws = [None] * M
+    if W is not None:
+        Wa = _checks.as_float_array(W, "W")
         if Wa.shape == (d, d):
             Wa = np.broadcast_to(Wa, (M, d, d))
         if Wa.shape != (M, d, d):
             raise ValueError(f"W: expected shape ({d}, {d}) or ({M}, {d}, {d}), got {Wa.shape}")
-        K = np.einsum("mnte,med->mntd", X, _checks.finite(Wa, "W"))
+        Ws = list(Wa)
+    problems = [problem(X[m], Y[m], v[m], Ws[m]) for m in range(M)]  # each instance once
+    gamma = np.stack([prob.scores for prob in problems])
+    K = np.stack([prob.keys for prob in problems])
     P = _checks.batched_vector(p0, d, "p0")
     if P.ndim == 1:
         P = P[None]
@@ -234,7 +250,16 @@ ENGINES = ("auto", "compiled", "torch")
 # numba's cache costs about a second per process, which small runs (explorers, chapters' figures)
 # would not win back.
 COMPILED_MIN_WORK = 10**7
-_LOSS_CODES = {id(LOGISTIC): 0, id(EXPONENTIAL): 1, id(CORRELATION): 2}  # as in _compiled
+_COMPILED_LOSSES = (LOGISTIC, EXPONENTIAL, CORRELATION)  # codes 0, 1, 2, as in _compiled
+
+
+def _loss_code(loss: Loss) -> int | None:
+    """The compiled engine's code of a built-in loss, recognised by its definition (the same
+    value and derivative functions, so a copy or a renamed copy counts), or None."""
+    for code, builtin in enumerate(_COMPILED_LOSSES):
+        if builtin.same_function(loss):
+            return code
+    return None
 
 
 def engine(work: float = float("inf")) -> str:
@@ -278,7 +303,7 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, cal
     validated inputs. Runs the compiled kernel for the three built-in losses when numba is there,
     the torch loop otherwise; ``caller`` names the public function in error messages."""
     M, n, T, d = K.shape
-    if id(loss) in _LOSS_CODES and engine(M * P.shape[1] * (steps + 1) * n * T * d) == "compiled":
+    if _loss_code(loss) is not None and engine(M * P.shape[1] * (steps + 1) * n * T * d) == "compiled":
         return _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
                                  caller)
     return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller)
@@ -309,7 +334,7 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     final = np.empty((M, padded, n, T))
     failed = np.full((M, padded), -1, dtype=np.int64)
     args = (np.ascontiguousarray(K), np.ascontiguousarray(gamma), P0,
-            np.ascontiguousarray(tracked, dtype=np.int64), steps, lr, _LOSS_CODES[id(loss)],
+            np.ascontiguousarray(tracked, dtype=np.int64), steps, lr, _loss_code(loss),
             bool(normalized), eps, record, path, margins, on, off, final, failed)
     jobs = M * padded // lanes
     threads = max(1, min(torch.get_num_threads(), jobs))
@@ -383,7 +408,7 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
 def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool) -> ValueError:
     """The error for a gradient that overflowed float64 at ``step``, naming the likely cause."""
     low = float(np.min(gamma))
-    if loss is EXPONENTIAL and low < -700.0:
+    if EXPONENTIAL.same_function(loss) and low < -700.0:
         cause = (f"the exponential loss's derivative exp(-z) overflows for margins z below "
                  f"-709.8, and the scores Y_i v^T x_it reach {low:.3g}: reduce the scale of v"
                  + ("" if normalized else ", or use normalized=True (its direction is finite)"))
@@ -391,12 +416,6 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
         cause = (f"the iterate or its logits k_it^T p left float64: lr = {lr:g} is too large "
                  f"for these inputs (or the scale of v or X is)")
     return ValueError(f"{caller}: the gradient at step {step} is not finite in float64; {cause}")
-
-
-def _finite_scores(gamma: np.ndarray) -> np.ndarray:
-    if not np.all(np.isfinite(gamma)):
-        raise ValueError("v: the scores Y_i v^T x_it overflow float64; reduce the scale of v or X")
-    return gamma
 
 
 def _record_count(steps: int, record_every) -> int:
@@ -430,7 +449,8 @@ class WTrajectory:
     def cosine(self, direction) -> np.ndarray:
         """(R, B) Frobenius cosine of each recorded iterate with the matrix ``direction`` (d, d)."""
         flat = self.W.reshape(self.W.shape[:2] + (-1,))
-        return cosine(flat, np.asarray(direction, dtype=np.float64).reshape(-1))
+        d = self.W.shape[-1]
+        return _cosine(flat, _checks.key_matrix(direction, d, "direction").reshape(-1))
 
 
 def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logistic",
@@ -442,11 +462,11 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logist
     (the prompt p shared by every sequence); ``record_every`` as in :func:`gd`. Raises
     ``ValueError`` naming the step and the cause (v's scale or lr) if the gradient overflows.
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
-    gamma = _finite_scores(_kernels.scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v")))
+    prob = problem(X, Y, v)
+    X, gamma = prob.X, prob.scores
+    n, T, d = prob.shape
     Z = _checks.queries(queries, n, d)
-    Wk = _checks._as_float_array(W0, "W0")
+    Wk = _checks.as_float_array(W0, "W0")
     if Wk.shape == (d, d):
         Wk = Wk[None]
     if Wk.ndim != 3 or Wk.shape[1:] != (d, d) or Wk.shape[0] < 1:
@@ -465,7 +485,7 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logist
     with _kernels.threads_for(n * T * Wk.shape[0]):
         for k in range(steps + 1):
             logits = _kernels.self_attention_logits(X, Wk, Z)
-            s = _kernels.tensor(softmax(logits).transpose(1, 2, 0))
+            s = _kernels.tensor(_softmax(logits).transpose(1, 2, 0))
             margin, deviation = _kernels.margins(s, G)
             if record[r] == k:
                 path[r], margins[r] = Wk, margin.numpy()
@@ -520,10 +540,10 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
     recorded; by default the highest-score tokens under the final v. ``record_every`` as in
     :func:`gd`.
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
+    prob = problem(X, W=W)
+    X, K = prob.X, prob.keys
+    n, T, d = prob.shape
     Y = _checks.labels(Y, n)
-    K = _kernels.keys(X, _checks.key_matrix(W, d))
     V = _initial_batch(v0, d, "v0")
     P = _initial_batch(p0, d, "p0")
     if len(V) != len(P) and 1 not in (len(V), len(P)):
@@ -593,8 +613,8 @@ def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: 
     (grid (num,), selected (num, num)): the index of the token with the largest attention at
     step ``steps`` in sequence ``sequence``; row j is b = grid[j], column k is a = grid[k].
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
+    prob = problem(X, Y, v, W)
+    n, T, d = prob.shape
     if d < 2:
         raise ValueError(f"X: the prompt plane needs d >= 2, got d={d}")
     extent = _checks.positive_float(extent, "extent")
@@ -604,11 +624,12 @@ def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: 
         raise ValueError(f"sequence: expected an index in [0, {n}), got {sequence!r}")
     _checks.affordable("num", num, float(num) ** 2 * n * T * d, 8.0 * num ** 2 * (d + n * T),
                        "a grid of num x num starts")
+    steps, lr, loss, eps = _settings(steps, lr, LOGISTIC, eps=1e-12)
     grid = np.linspace(-extent, extent, num)
     A, B = np.meshgrid(grid, grid)
     p0 = np.zeros((A.size, d))
     p0[:, 0], p0[:, 1] = A.ravel(), B.ravel()
-    run = gd(X, Y, v, p0, steps, lr, W=W, normalized=True)
+    run = _gd(prob, p0, steps, lr, loss, True, eps, None, 1)
     return grid, run.selected_tokens()[:, sequence].reshape(num, num)
 
 

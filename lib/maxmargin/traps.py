@@ -44,9 +44,10 @@ from itertools import combinations
 
 import numpy as np
 
-from . import _checks, _kernels
-from .optimality import optimal_indices
-from .svm import IllConditionedError, att_svm
+from . import _checks
+from .optimality import _optimal_indices
+from .problem import problem
+from .svm import IllConditionedError, _att_svm
 
 GAP_TOL = 1e-9    # gap_u > 1 + GAP_TOL * max(1, ||k_{i t_i} - k_iu|| ||q||)
 SCORE_TOL = 1e-9  # equal scores: |gamma_iu - gamma_{i t_i}| <= SCORE_TOL * max_{i,t} |gamma_it|
@@ -113,19 +114,15 @@ def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12,
     TypeError : non-numeric arrays, a non-integer ``max_sequences`` or a non-boolean
         ``minimal_only``.
     """
-    X = _checks.tokens(X)
-    n, T, d = X.shape
-    Y = _checks.labels(Y, n)
-    v = _checks.vector(v, d, "v")
-    W = _checks.key_matrix(W, d)
+    prob = problem(X, Y, v, W)
+    n, T, d = prob.shape
     max_sequences = _checks.positive_int(max_sequences, "max_sequences")
     minimal_only = _checks.flag(minimal_only, "minimal_only")
     if n > max_sequences:
         raise ValueError(f"X: n={n} sequences exceed max_sequences={max_sequences}; the search "
                          f"needs up to 2^n = {2 ** n} SVM solves (raise max_sequences to allow)")
-    opt = optimal_indices(X, Y, v)  # refuses two tokens tied for the highest score
-    gamma = _kernels.scores(X, Y, v)
-    K = _kernels.keys(X, W)
+    opt = _optimal_indices(prob.scores)  # refuses two tokens tied for the highest score
+    gamma, K = prob.scores, prob.keys
     score_tol = SCORE_TOL * float(np.abs(gamma).max())
 
     found: list[TrapSet] = []
@@ -148,7 +145,7 @@ def _trap(K, gamma, opt, S, score_tol, minimal: bool = True) -> TrapSet | None:
     n, T, _ = K.shape
     keep = np.setdiff1d(np.arange(n), S)
     try:
-        q = att_svm(K[keep], opt[keep]).p  # the keys as tokens, W = I: x^T W p = k^T p
+        q = _att_svm(K[keep], opt[keep]).p  # the keys as tokens, W = I: x^T W p = k^T p
     except IllConditionedError:  # not a verdict: let the caller see it
         raise
     except ValueError:  # documented: the complement cannot be separated

@@ -271,7 +271,7 @@ def test_work_every_selection_feasible_runs_at_most_the_estimated_solves():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3, 3, 20))
     calls = {"feasible": 0, "svm": 0}
-    original_feasible, original_svm = optimality.is_feasible, optimality.att_svm
+    original_feasible, original_svm = optimality._is_feasible, optimality._att_svm
 
     def feasible(*args, **kwargs):
         calls["feasible"] += 1
@@ -281,11 +281,11 @@ def test_work_every_selection_feasible_runs_at_most_the_estimated_solves():
         calls["svm"] += 1
         return original_svm(*args, **kwargs)
 
-    optimality.is_feasible, optimality.att_svm = feasible, svm
+    optimality._is_feasible, optimality._att_svm = feasible, svm
     try:
         found = mm.feasible_selections(X, np.ones(3), rng.normal(size=20))
     finally:
-        optimality.is_feasible, optimality.att_svm = original_feasible, original_svm
+        optimality._is_feasible, optimality._att_svm = original_feasible, original_svm
     assert len(found) == 27
     # 9 single-token tests, then 9 + 27 prefix tests and 27 final ATT-SVMs
     assert calls == {"feasible": 9 + 9 + 27, "svm": 27}

@@ -91,4 +91,15 @@ def test_public_api_is_declared_and_complete():
     missing = [name for name in maxmargin.__all__ if not hasattr(maxmargin, name)]
     assert not missing, f"__all__ names that maxmargin does not define: {missing}"
     assert "book" not in maxmargin.__all__
-    assert maxmargin.book.plots.panels is not None  # the book loads on first access
+    # the book loads on first access, as the module maxmargin.book with its figures
+    assert maxmargin.book.__name__ == "maxmargin.book" and callable(maxmargin.book.plots.panels)
+
+
+def test_dir_shows_the_api_and_the_submodules_only():
+    """No helper import (importlib, the __future__ feature `annotations`) leaks into dir(mm)."""
+    import types
+
+    extra = [name for name in dir(maxmargin) if not name.startswith("_")
+             and name not in maxmargin.__all__
+             and not isinstance(getattr(maxmargin, name), types.ModuleType)]
+    assert not extra, f"public names outside __all__ that are not submodules: {extra}"

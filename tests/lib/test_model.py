@@ -164,3 +164,43 @@ def test_margin_lies_between_min_and_max_score(seed, scale):
 
 # The loss backends (numpy and torch, value and derivative) are tested over the registry
 # mm.LOSSES itself in tests/lib/test_losses.py, so that a new loss is covered automatically.
+
+
+def _risk_by_hand(X, Y, v, W, p):
+    """The logistic risk at one prompt p, written out in numpy."""
+    logits = np.einsum("ntd,de,e->nt", X, np.eye(X.shape[2]) if W is None else W, p)
+    s = np.exp(logits - logits.max(axis=1, keepdims=True))
+    s /= s.sum(axis=1, keepdims=True)
+    margin = Y * np.einsum("nt,ntd,d->n", s, X, v)
+    return np.mean(np.logaddexp(0.0, -margin))
+
+
+def _optimal_risk_by_hand(X, Y, v):
+    return np.mean(np.logaddexp(0.0, -np.max(Y[:, None] * (X @ v), axis=1)))
+
+
+def test_rays_are_unit_directions_times_the_radius():
+    """excess_risk_on_rays at radius R along a direction of norm 5 is the excess risk at R u
+    with u of norm 1 (a missing normalisation evaluates at 5 R u)."""
+    rng = np.random.default_rng(4)
+    X, W = rng.standard_normal((3, 4, 3)), rng.standard_normal((3, 3))
+    Y, v = np.array([1.0, -1.0, 1.0]), rng.standard_normal(3)
+    direction = np.array([3.0, 4.0, 0.0])
+    radii, gaps = mm.excess_risk_on_rays(X, Y, v, [direction], W, radii=[0.5, 2.0])
+    for R, gap in zip(radii, gaps[0]):
+        expected = _risk_by_hand(X, Y, v, W, R * direction / 5.0) - _optimal_risk_by_hand(X, Y, v)
+        assert gap == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
+def test_circle_angles_run_counterclockwise_from_p1():
+    """angle theta on the circle is p = R (cos theta, sin theta, 0): at 90 degrees p = (0, R, 0)
+    (a flipped angle gives (0, -R, 0), whose risk differs on this instance)."""
+    rng = np.random.default_rng(5)
+    X, Y, v = rng.standard_normal((3, 4, 3)), np.array([1.0, -1.0, 1.0]), rng.standard_normal(3)
+    theta, gaps = mm.excess_risk_on_circle(X, Y, v, 2.0, num=5)   # -180, -90, 0, 90, 180
+    np.testing.assert_array_equal(theta, [-180.0, -90.0, 0.0, 90.0, 180.0])
+    star = _optimal_risk_by_hand(X, Y, v)
+    for angle, gap in zip(theta, gaps):
+        p = 2.0 * np.array([np.cos(np.radians(angle)), np.sin(np.radians(angle)), 0.0])
+        assert gap == pytest.approx(_risk_by_hand(X, Y, v, None, p) - star, rel=1e-12, abs=1e-15)
+    assert abs(_risk_by_hand(X, Y, v, None, [0, 2.0, 0]) - _risk_by_hand(X, Y, v, None, [0, -2.0, 0])) > 1e-3

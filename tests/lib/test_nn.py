@@ -39,3 +39,19 @@ def test_sgd_on_the_prompt_is_the_library_gd():
         opt.step()
         np.testing.assert_allclose(layer.p.detach().numpy(), traj.p[k + 1, 0], rtol=0,
                                    atol=atol[k], err_msg=f"step {k}")
+
+
+def test_layer_with_a_non_symmetric_W_is_the_formula():
+    """f(X_i) = sum_t softmax(X_i W p)_t v^T x_it written out in numpy, with a W whose transpose
+    gives other logits (fig2's W is diagonal, so a layer using W^T for W passed that test)."""
+    rng = np.random.default_rng(3)
+    X, W = rng.standard_normal((4, 5, 3)), rng.standard_normal((3, 3))
+    p, v = rng.standard_normal(3), rng.standard_normal(3)
+    logits = np.einsum("ntd,de,e->nt", X, W, p)
+    assert np.abs(logits - np.einsum("ntd,ed,e->nt", X, W, p)).max() > 0.1   # W^T differs
+    s = np.exp(logits - logits.max(axis=1, keepdims=True))
+    s /= s.sum(axis=1, keepdims=True)
+    expected = np.einsum("nt,ntd,d->n", s, X, v)
+    layer = PromptAttention(3, p=p, v=v, W=W)
+    np.testing.assert_allclose(layer.W.detach().numpy(), W, rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(layer(torch.tensor(X)).detach().numpy(), expected, rtol=1e-12)

@@ -255,3 +255,32 @@ def test_head_bad_inputs():
         mm.mlp_head([1.0, 2.0], [[1.0, 2.0]])
     with pytest.raises(ValueError, match="beta"):
         mm.data.mixing_example(beta=0.0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cone_projection_is_the_nearest_point_of_the_cone(seed):
+    """paths._project_cone against brute force: for points inside, outside and opposite the
+    axis, the projection lies in the cone and no point of a dense sample of the cone is nearer
+    (a projection without the clip at 0 sends points opposite the axis to the far side)."""
+    rng = np.random.default_rng(seed)
+    r, half_angle = 3, 25.0
+    axis = rng.standard_normal(r)
+    axis /= np.linalg.norm(axis)
+    cos_angle = np.cos(np.radians(half_angle))
+    points = np.vstack([rng.standard_normal((20, r)) * 2, -axis[None] * 1.5,
+                        -axis[None] + 0.1 * rng.standard_normal((1, r))])
+    projected = paths._project_cone(points, axis, cos_angle, None)
+    # the cone sampled densely: t (cos a axis + sin a w) for unit w orthogonal to the axis
+    basis = np.linalg.svd(axis[None])[2][1:]                # (r - 1, r) orthogonal to the axis
+    phi = np.linspace(0, 2 * np.pi, 721)
+    a = np.radians(np.linspace(0.0, half_angle, 101))
+    t = np.linspace(0.0, 6.0, 301)
+    ring = np.cos(phi)[:, None] * basis[0] + np.sin(phi)[:, None] * basis[1]      # (721, r)
+    units = (np.cos(a)[:, None, None] * axis + np.sin(a)[:, None, None] * ring).reshape(-1, r)
+    for x, y in zip(points, projected):
+        norm = np.linalg.norm(y)
+        assert y @ axis >= cos_angle * norm - 1e-12, "the projection leaves the cone"
+        # the nearest point on each sampled ray t u is max(x.u, 0) u; then the best sample
+        reach = np.clip(units @ x, 0.0, t[-1])
+        nearest = np.min(np.linalg.norm(x[None] - reach[:, None] * units, axis=1))
+        assert np.linalg.norm(x - y) <= nearest + 1e-9

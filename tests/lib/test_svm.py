@@ -234,7 +234,11 @@ def test_result_is_immutable_and_consistent():
     with pytest.raises(ValueError):
         result.p[0] = 1.0
     assert result.norm == pytest.approx(np.linalg.norm(result.p))
-    assert result.margin == pytest.approx(1 / result.norm)
+    # the margin is the geometric one, computed from the tokens: the smallest distance of a
+    # constraint (x_{i alpha_i} - x_it)^T p / ||p|| (1 / ||p|| only if some constraint is tight)
+    X = np.asarray(FIG3)
+    gaps = [(X[i, 1] - X[i, t]) @ result.p for i in range(len(X)) for t in range(X.shape[1]) if t != 1]
+    assert result.margin == pytest.approx(min(gaps) / np.linalg.norm(result.p), rel=1e-9)
     assert np.linalg.norm(result.direction) == pytest.approx(1.0)
     assert result.alpha.dtype.kind == "i"
 

@@ -70,7 +70,7 @@ def settled_tokens(inst, P) -> np.ndarray:
     ``mm.risk_grad``, the library tests against a 50-digit gradient.
     """
     g = fig1_family_score(inst)
-    P = _checks.finite(_checks._as_float_array(P, "P"), "P")
+    P = _checks.finite(_checks.as_float_array(P, "P"), "P")
     d = inst.X.shape[-1]
     if P.ndim == 0 or P.shape[-1] != d:
         raise ValueError(f"P: expected prompts of length {d} along the last axis, got {P.shape}")
@@ -120,7 +120,7 @@ def settle(inst, p0, steps: int, max_steps: int, lr: float = 0.1, eps: float = 1
     in all. Each round is one batched ``mm.gd`` call that records only its last iterate; a
     settled run is not continued, since by :func:`settled_tokens` its token is final."""
     fig1_family_score(inst)
-    P = np.atleast_2d(_checks._as_float_array(p0, "p0")).copy()
+    P = np.atleast_2d(_checks.as_float_array(p0, "p0")).copy()
     if P.ndim != 2 or P.shape[1] != inst.X.shape[-1]:
         raise ValueError(f"p0: expected starts of shape (B, {inst.X.shape[-1]}), got {P.shape}")
     keys = inst.X[0] @ inst.W

@@ -128,7 +128,7 @@ def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence
     svm : the instance's precomputed :func:`maxmargin.att_svm` (solved here if None).
     Returns the excess risks (k,) at the points.
     """
-    points = _checks.finite(np.atleast_2d(_checks._as_float_array(points, "points")), "points")
+    points = _checks.finite(np.atleast_2d(_checks.as_float_array(points, "points")), "points")
     if points.ndim != 2 or points.shape[1] != 2:
         raise ValueError(f"points: expected shape (k, 2), got {points.shape}")
     if len(bars) != len(points):

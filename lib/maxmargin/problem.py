@@ -1,0 +1,85 @@
+"""One validated instance of the prompt-attention model, checked once at the public boundary.
+
+``problem(X, Y, v, W)`` validates the data and derives what every computation on p reads: the
+keys k_it = W^T x_it and the token scores gamma_it = Y_i v^T x_it. Public functions call it
+once and hand the :class:`Problem` to private kernels (the risk and its gradients, the SVMs'
+constraint rows, the enumerations, the trap search, the path objective, the GD engines), which
+never validate again.
+
+Shapes: ``X`` (n, T, d), ``Y`` (n,) in {-1, +1}, ``v`` (d,), ``W`` (d, d) or None (the identity);
+``keys`` (n, T, d), ``scores`` (n, T).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _checks, _kernels
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Validated data of one instance and the keys and scores derived from it.
+
+    ``Y``, ``v`` and ``scores`` are None for a problem built without labels or head (the SVMs
+    and the attention weights need only X and W).
+    """
+
+    X: np.ndarray                   # (n, T, d) tokens, float64, finite
+    Y: np.ndarray | None            # (n,) labels in {-1, +1}
+    v: np.ndarray | None            # (d,) linear head
+    W: np.ndarray | None            # (d, d) key-query matrix; None is the identity
+    keys: np.ndarray                # (n, T, d) k_it = W^T x_it (X itself when W is None)
+    scores: np.ndarray | None       # (n, T) gamma_it = Y_i v^T x_it
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(n, T, d)."""
+        return self.X.shape
+
+
+def problem(X, Y=None, v=None, W=None) -> Problem:
+    """Validate an instance once: X (n, T, d), Y (n,) and v (d,) (both or neither), W (d, d) or
+    None. Raises ``ValueError``/``TypeError`` naming the argument, including keys or scores
+    beyond float64 (naming W or v)."""
+    X = _checks.tokens(X)
+    n, _, d = X.shape
+    W = _checks.key_matrix(W, d)
+    if (Y is None) != (v is None):
+        missing = "Y" if Y is None else "v"
+        raise TypeError(f"{missing}: expected an array, got None (labels and head go together)")
+    gamma = None
+    if Y is not None:
+        Y = _checks.labels(Y, n)
+        v = _checks.vector(v, d, "v")
+        gamma = scores_of(X, Y, v)
+    return Problem(X, Y, v, W, keys_of(X, W), gamma)
+
+
+def exponents(a: np.ndarray, axis) -> np.ndarray:
+    """Binary exponent e of the largest |entry| along ``axis`` (max |a| < 2**e; 0 for zeros)."""
+    return np.frexp(np.max(np.abs(a), axis=axis, initial=0.0))[1]
+
+
+def keys_of(X: np.ndarray, W: np.ndarray | None) -> np.ndarray:
+    """Keys X W of validated X (n, T, d) and W (d, d) or None, refused (naming W) beyond float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        K = _kernels.keys(X, W)
+    if W is not None and not np.all(np.isfinite(K)):
+        size = (int(exponents(X, None)) + int(exponents(W, None)) + np.log2(X.shape[2])) * np.log10(2)
+        raise ValueError(f"W: the keys k_it = W^T x_it reach about 10^{size:.0f}, beyond float64 "
+                         f"(at most 1.8e308); scale W or X down")
+    return K
+
+
+def scores_of(X: np.ndarray, Y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Scores Y_i v^T x_it of validated inputs, shape (..., n, T) for v (..., d), refused
+    (naming v) beyond float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        gamma = _kernels.scores(X, Y, v)
+    if not np.all(np.isfinite(gamma)):
+        size = (int(exponents(X, None)) + int(exponents(v, None)) + np.log2(X.shape[2])) * np.log10(2)
+        raise ValueError(f"v: the scores Y_i v^T x_it reach about 10^{size:.0f}, beyond float64 "
+                         f"(at most 1.8e308); scale v or X down")
+    return gamma
