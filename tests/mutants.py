@@ -304,6 +304,18 @@ MUTANTS = [
            "return p1, p2, gap.reshape(resolution, resolution)",
            "return p1, p2, gap.reshape(resolution, resolution).T",
            ("test_ch01_helpers.py",)),
+    Mutant("heads.py", "head softmax: a sequence whose every logit is -inf gives NaN weights",
+           "if logits.size and np.any(np.max(logits, axis=-1) == -np.inf):",
+           "if False:",
+           ("test_problem.py",)),
+    Mutant("paths.py", "cone axis used unscaled (its norm overflows for entries near 1e155)",
+           "original, direction = direction.copy(), direction / top",
+           "original, direction = direction.copy(), direction",
+           ("test_problem.py",)),
+    Mutant("problem.py", "problem() accepts a missing head (Y and v None reach the kernels)",
+           'v = _checks.vector(v, d, "v")\n    Y = _checks.labels(Y, n)\n    return Problem(',
+           'v = None if v is None else _checks.vector(v, d, "v")\n    Y = None if Y is None else _checks.labels(Y, n)\n    return Problem(',
+           ("test_problem.py",)),
 ]
 
 

@@ -37,12 +37,17 @@ def tokens(X, name: str = "X") -> np.ndarray:
     X = as_float_array(X, name)
     if X.ndim != 3:
         raise ValueError(f"{name}: expected shape (n, T, d), got an array with shape {X.shape}")
-    n, T, d = X.shape
+    token_shape(X.shape, name)
+    return finite(X, name)
+
+
+def token_shape(shape: tuple, name: str = "X") -> None:
+    """Refuse a token shape (n, T, d) with no sequence, no feature, or fewer than 2 tokens."""
+    n, T, d = shape
     if n < 1 or d < 1:
-        raise ValueError(f"{name}: needs at least one sequence and one feature, got shape {X.shape}")
+        raise ValueError(f"{name}: needs at least one sequence and one feature, got shape {shape}")
     if T < 2:
         raise ValueError(f"{name}: each sequence needs at least 2 tokens to select from, got T={T}")
-    return finite(X, name)
 
 
 def labels(Y, n: int, name: str = "Y") -> np.ndarray:

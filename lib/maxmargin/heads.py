@@ -16,7 +16,7 @@ import numpy as np
 from . import _checks, _kernels
 from .losses import Loss, get_loss
 from .model import _softmax
-from .problem import Problem, problem
+from .problem import Problem, keyed
 from .svm import SetSVMResult, _set_svm
 
 
@@ -100,6 +100,9 @@ def _masked_softmax(logits: np.ndarray) -> np.ndarray:
     logits beyond float64 (+inf or NaN from K p) raise a ValueError naming p."""
     if np.isnan(logits).any() or np.isposinf(logits).any():
         raise ValueError("p: the logits k_it^T p exceed float64 (at most 1.8e308); scale p down")
+    if logits.size and np.any(np.max(logits, axis=-1) == -np.inf):
+        raise ValueError("p: every logit k_it^T p of a sequence is below -1.8e308 (or masked), "
+                         "beyond float64; scale p down")
     with np.errstate(over="ignore"):
         return _softmax(logits)
 
@@ -113,7 +116,7 @@ def head_objective(prob: Problem, head: MLPHead, loss: Loss):
 
 
 def _head_inputs(X, Y, head, p, W, loss, sets):
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     n, T, d = prob.shape
     Y = _checks.labels(Y, n)
     head = _head(head, d)
@@ -124,7 +127,7 @@ def _head_inputs(X, Y, head, p, W, loss, sets):
 
 def head_attention(X, p, W=None, sets=None) -> np.ndarray:
     """Attention weights softmax(X_i W p), restricted to ``sets`` (n, T) if given; (..., n, T)."""
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     p = _checks.batched_vector(p, prob.shape[2], "p")
     sets = None if sets is None else _checks.token_sets(sets, *prob.shape[:2])
     return _head_attention(prob.keys, p, sets)
@@ -141,7 +144,7 @@ def _head_attention(K: np.ndarray, p: np.ndarray, sets) -> np.ndarray:
 
 def head_predict(X, head: MLPHead, p, W=None, sets=None) -> np.ndarray:
     """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n)."""
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     n, T, d = prob.shape
     head = _head(head, d)
     p = _checks.batched_vector(p, d, "p")
@@ -267,7 +270,7 @@ def set_offset(X, Y, head: MLPHead, sets, W=None, loss: str | Loss = "logistic")
     set-SVM direction, and the restricted risk ignores every other component. Zero when every
     set is a single token.
     """
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     n, T, d = prob.shape
     Y = _checks.labels(Y, n)
     head = _head(head, d)
@@ -306,7 +309,7 @@ def set_direction(X, Y, head: MLPHead, W=None, loss: str | Loss = "logistic",
     Returns (optimal sets, ``mm.set_svm`` result, p_fin (d,)): the path is predicted to behave
     like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps :func:`optimal_sets`.
     """
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     n, T, d = prob.shape
     Y = _checks.labels(Y, n)
     head, loss = _head(head, d), get_loss(loss)

@@ -19,7 +19,7 @@ import torch
 
 from . import _checks, _kernels
 from .losses import Loss, get_loss, mean_loss
-from .problem import Problem, exponents as _exponents, keys_of as _keys, problem, scores_of as _scores
+from .problem import Problem, exponents as _exponents, keyed, keys_of as _keys, problem, scores_of as _scores
 
 
 def softmax(a, axis: int = -1) -> np.ndarray:
@@ -48,12 +48,12 @@ def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def keys(X, W=None) -> np.ndarray:
     """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens."""
-    return problem(X, W=W).keys
+    return keyed(X, W).keys
 
 
 def logits(X, p, W=None) -> np.ndarray:
     """Attention logits x_it^T W p, shape (..., n, T)."""
-    K = problem(X, W=W).keys
+    K = keyed(X, W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
     out = _kernels.unbatch(_kernels.logits(_kernels.tensor(K), _kernels.batch(p)), p.shape[:-1])
     if not np.all(np.isfinite(out)):
@@ -66,21 +66,21 @@ def logits(X, p, W=None) -> np.ndarray:
 
 def attention(X, p, W=None) -> np.ndarray:
     """Attention weights s_i = softmax(X_i W p), shape (..., n, T)."""
-    K = problem(X, W=W).keys
+    K = keyed(X, W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
     return _kernels.unbatch(_attention(K, p.reshape(-1, K.shape[2])), p.shape[:-1])
 
 
 def scores(X, Y, v) -> np.ndarray:
     """Token scores gamma_it = Y_i v^T x_it, shape (n, T); (..., n, T) for batched v (..., d)."""
-    prob = problem(X)
+    prob = keyed(X)
     Y = _checks.labels(Y, prob.shape[0])
     return _scores(prob.X, Y, _checks.batched_vector(v, prob.shape[2], "v"))
 
 
 def predict(X, v, p, W=None) -> np.ndarray:
     """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n)."""
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     d = prob.shape[2]
     values = _scores(prob.X, np.ones(prob.shape[0]), _checks.vector(v, d, "v"))  # v^T x_it
     p = _checks.batched_vector(p, d, "p")

@@ -21,7 +21,7 @@ from ._least_distance import row_norms
 from .heads import MLPHead, head_objective
 from .losses import Loss, get_loss
 from .model import _risk, _risk_grad
-from .problem import Problem, problem
+from .problem import Problem, keyed, problem
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _path_problem(X, Y, v, W) -> Problem:
     """The validated instance: with the linear head v (d,) its scores too; an MLP head is
     checked by :func:`_objective`."""
     if isinstance(v, MLPHead):
-        prob = problem(X, W=W)
+        prob = keyed(X, W)
         return Problem(prob.X, _checks.labels(Y, prob.shape[0]), None, prob.W, prob.keys, None)
     return problem(X, Y, v, W)
 
@@ -246,14 +246,16 @@ def _cone(cone, Q: np.ndarray, d: int):
     angle = _checks.positive_float(angle, "angle")
     if angle >= 90:
         raise ValueError(f"angle: the cone half-angle must be below 90 degrees, got {angle}")
-    norm = np.linalg.norm(direction)
-    if norm == 0:
+    top = float(np.max(np.abs(direction)))
+    if top == 0:
         raise ValueError("direction: the cone axis is zero")
+    original, direction = direction.copy(), direction / top   # so that no norm overflows
+    norm = np.linalg.norm(direction)
     inside = Q.T @ direction
     if np.linalg.norm(Q @ inside - direction) > 1e-9 * norm:
         raise ValueError("direction: has a component that no key difference sees (orthogonal to the "
                          "span of k_it - k_itau); project it onto that span first")
-    return inside / np.linalg.norm(inside), float(np.cos(np.radians(angle))), (direction.copy(), angle)
+    return inside / np.linalg.norm(inside), float(np.cos(np.radians(angle))), (original, angle)
 
 
 def _project_cone(q: np.ndarray, axis, cos_angle, R) -> np.ndarray:

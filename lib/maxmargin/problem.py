@@ -1,7 +1,8 @@
 """One validated instance of the prompt-attention model, checked once at the public boundary.
 
 ``problem(X, Y, v, W)`` validates the data and derives what every computation on p reads: the
-keys k_it = W^T x_it and the token scores gamma_it = Y_i v^T x_it. Public functions call it
+keys k_it = W^T x_it and the token scores gamma_it = Y_i v^T x_it; ``keyed(X, W)`` does the
+same without labels and head. Public functions call it
 once and hand the :class:`Problem` to private kernels (the risk and its gradients, the SVMs'
 constraint rows, the enumerations, the trap search, the path objective, the GD engines), which
 never validate again.
@@ -39,22 +40,24 @@ class Problem:
         return self.X.shape
 
 
-def problem(X, Y=None, v=None, W=None) -> Problem:
-    """Validate an instance once: X (n, T, d), Y (n,) and v (d,) (both or neither), W (d, d) or
-    None. Raises ``ValueError``/``TypeError`` naming the argument, including keys or scores
-    beyond float64 (naming W or v)."""
+def problem(X, Y, v, W=None) -> Problem:
+    """Validate an instance once: X (n, T, d), Y (n,), v (d,), W (d, d) or None. Raises
+    ``ValueError``/``TypeError`` naming the argument (None for Y or v included), and for keys or
+    scores beyond float64 naming W or v."""
     X = _checks.tokens(X)
     n, _, d = X.shape
     W = _checks.key_matrix(W, d)
-    if (Y is None) != (v is None):
-        missing = "Y" if Y is None else "v"
-        raise TypeError(f"{missing}: expected an array, got None (labels and head go together)")
-    gamma = None
-    if Y is not None:
-        Y = _checks.labels(Y, n)
-        v = _checks.vector(v, d, "v")
-        gamma = scores_of(X, Y, v)
-    return Problem(X, Y, v, W, keys_of(X, W), gamma)
+    v = _checks.vector(v, d, "v")
+    Y = _checks.labels(Y, n)
+    return Problem(X, Y, v, W, keys_of(X, W), scores_of(X, Y, v))
+
+
+def keyed(X, W=None) -> Problem:
+    """Validate tokens X (n, T, d) and W (d, d) or None once, for the computations that need no
+    labels or head (attention, the SVMs): a Problem whose Y, v and scores are None."""
+    X = _checks.tokens(X)
+    W = _checks.key_matrix(W, X.shape[2])
+    return Problem(X, None, None, W, keys_of(X, W), None)
 
 
 def exponents(a: np.ndarray, axis) -> np.ndarray:

@@ -44,7 +44,7 @@ import numpy as np
 from . import _checks, _infeasibility
 from . import _least_distance as _ldp
 from ._least_distance import IllConditionedError, least_distance
-from .problem import problem
+from .problem import keyed
 
 if TYPE_CHECKING:
     import cvxpy as cp
@@ -352,7 +352,7 @@ def _variable(size, name: str) -> cp.Variable:
 
 def _att_inputs(X, alpha, W, relaxed):
     """Validate once: keys (n, T, d), alpha (n,) and the relaxed mask (n,)."""
-    K = problem(X, W=W).keys
+    K = keyed(X, W).keys
     n, T, _ = K.shape
     alpha = _checks.indices(alpha, n, T)
     relaxed = np.zeros(n, dtype=bool) if relaxed is None else _checks.mask(relaxed, n, "relaxed")
@@ -509,7 +509,7 @@ def _selection_infeasible(D: np.ndarray, alpha: np.ndarray, b: np.ndarray) -> Ex
 
 
 def _set_inputs(X, sets, W):
-    K = problem(X, W=W).keys
+    K = keyed(X, W).keys
     return K, _checks.token_sets(sets, *K.shape[:2], proper=True)
 
 
@@ -845,7 +845,7 @@ def joint_svms(X, Y, alpha, W=None) -> JointSVMs:
     W : (d, d) or None. The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are
     not support vectors of the v-SVM. Returns a :class:`JointSVMs`.
     """
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     n, T, _ = prob.shape
     alpha = _checks.indices(alpha, n, T)
     vsvm = _v_svm(prob.X[np.arange(n), alpha], _checks.labels(Y, n))

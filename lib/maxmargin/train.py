@@ -22,7 +22,7 @@ import torch
 from . import _checks, _kernels
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss
 from .model import _softmax
-from .problem import Problem, problem
+from .problem import Problem, keyed, problem
 
 
 @dataclass(frozen=True)
@@ -154,11 +154,16 @@ class StackTrajectory(Trajectory):
         is (M, d), (M, B, d) for one direction per run, or (d,) shared by every run."""
         _, M, B, d = self.p.shape
         directions = _checks.finite(_checks.as_float_array(directions, "directions"), "directions")
-        if directions.shape == (M, d):
+        if directions.ndim == 2:
             directions = directions[:, None, :]
-        if directions.shape not in ((d,), (M, 1, d), (M, B, d)):
-            raise ValueError(f"directions: expected shape ({M}, {d}), ({M}, {B}, {d}) or ({d},), "
-                             f"got {directions.shape}")
+        try:
+            fits = np.broadcast_shapes(self.p.shape, directions.shape) == self.p.shape
+        except ValueError:
+            fits = False
+        if directions.ndim == 0 or not fits:
+            raise ValueError(f"directions: expected shape ({M}, {d}), ({M}, {B}, {d}) or ({d},) "
+                             f"(or one that broadcasts to the iterates' {self.p.shape}), got "
+                             f"{directions.shape}")
         return _cosine(self.p, directions)
 
 
@@ -186,6 +191,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
     M, n, T, d = X.shape
     if M < 1:
         raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
+    _checks.token_shape(X.shape[1:], "X")
     Y = _checks.as_float_array(Y, "Y")
     if Y.shape != (M, n):
         raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
@@ -450,7 +456,10 @@ class WTrajectory:
         """(R, B) Frobenius cosine of each recorded iterate with the matrix ``direction`` (d, d)."""
         flat = self.W.reshape(self.W.shape[:2] + (-1,))
         d = self.W.shape[-1]
-        return _cosine(flat, _checks.key_matrix(direction, d, "direction").reshape(-1))
+        direction = _checks.finite(_checks.as_float_array(direction, "direction"), "direction")
+        if direction.size != d * d:
+            raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {direction.shape}")
+        return _cosine(flat, direction.reshape(-1))
 
 
 def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logistic",
@@ -540,7 +549,7 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
     recorded; by default the highest-score tokens under the final v. ``record_every`` as in
     :func:`gd`.
     """
-    prob = problem(X, W=W)
+    prob = keyed(X, W)
     X, K = prob.X, prob.keys
     n, T, d = prob.shape
     Y = _checks.labels(Y, n)

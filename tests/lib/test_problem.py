@@ -144,3 +144,52 @@ def test_a_loss_with_other_formulas_is_not_taken_for_a_builtin(monkeypatch):
     step = run.p[0, 0] - run.p[1, 0]
     full = 0.1 * mm.risk_grad(X, Y, v, INST.p0[0], W)
     np.testing.assert_allclose(step, 0.5 * full, rtol=1e-12)
+
+
+# Found by the independent review of the validated problem (old against new library, 12,138 calls)
+@pytest.mark.parametrize("call", [
+    lambda: mm.risk(X, None, None, INST.p0),
+    lambda: mm.optimal_risk(X, None, None),
+    lambda: mm.optimal_indices(X, None, None),
+    lambda: mm.gd(X, None, None, INST.p0, 3, 0.1),
+    lambda: mm.trap_sets(X, None, None),
+    lambda: mm.selection_census(X, None, None),
+], ids=["risk", "optimal_risk", "optimal_indices", "gd", "trap_sets", "selection_census"])
+def test_a_missing_head_is_named(call):
+    """Y and v both None: a TypeError naming v (a Problem without scores reached the kernels)."""
+    with pytest.raises(TypeError, match="^v: expected an array of numbers, got None"):
+        call()
+
+
+def test_head_logits_all_below_float64_name_p():
+    """Every logit of a sequence -inf (k p below -1.8e308): an error naming p, not NaN weights."""
+    X1 = np.array([[[1e200], [2e200]]])
+    for call in (lambda: mm.head_attention(X1, [-1e200]),
+                 lambda: mm.head_predict(X1, mm.mlp_head([1.0], [[1.0]]), [-1e200])):
+        with pytest.raises(ValueError, match="^p: every logit"):
+            call()
+
+
+def test_trajectory_cosines_name_their_direction_and_keep_broadcasting():
+    run_W = mm.gd_W(X, Y, v, np.eye(3), INST.p0[0], 2, 0.1)
+    with pytest.raises(TypeError, match="^direction: "):
+        run_W.cosine(None)
+    np.testing.assert_array_equal(run_W.cosine(np.eye(3).reshape(-1)), run_W.cosine(np.eye(3)))
+    stack = mm.gd_stack(np.stack([X, X]), np.stack([Y, Y]), v, INST.p0[:3], 3, 0.5, W=W)
+    u = np.array([1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(stack.cosine(u[None]), stack.cosine(np.stack([u, u])))
+    with pytest.raises(ValueError, match="^directions: "):
+        stack.cosine(np.ones((3, 1, 3)))
+
+
+def test_cone_axis_of_any_size_gives_the_same_local_path():
+    """A cone axis of size 1e155 (its norm overflows) is the same cone as the unit axis."""
+    radii = [1.0, 3.0]
+    unit = mm.local_regularization_path(X, Y, v, radii, P_MM, 30.0, W, starts=2, steps=20)
+    huge = mm.local_regularization_path(X, Y, v, radii, P_MM * 1e155, 30.0, W, starts=2, steps=20)
+    np.testing.assert_allclose(huge.points, unit.points, rtol=1e-12, atol=1e-14)
+
+
+def test_gd_stack_blames_X_for_empty_sequences():
+    with pytest.raises(ValueError, match="^X: needs at least one sequence"):
+        mm.gd_stack(np.zeros((2, 0, 3, 3)), np.ones((2, 1)), np.ones(3), np.zeros((1, 3)), 3, 0.1)
