@@ -115,13 +115,18 @@ def head_objective(prob: Problem, head: MLPHead, loss: Loss):
                                                     None, True)
 
 
-def _head_inputs(X, Y, head, p, W, loss, sets):
+def _head_call(X, head, p, W, sets):
+    """Validate once what every head function takes: (problem without labels, head, p (..., d),
+    sets (n, T) or None)."""
     prob = keyed(X, W)
     n, T, d = prob.shape
-    Y = _checks.labels(Y, n)
-    head = _head(head, d)
-    p = _checks.batched_vector(p, d, "p")
     sets = None if sets is None else _checks.token_sets(sets, n, T)
+    return prob, _head(head, d), _checks.batched_vector(p, d, "p"), sets
+
+
+def _head_inputs(X, Y, head, p, W, loss, sets):
+    prob, head, p, sets = _head_call(X, head, p, W, sets)
+    Y = _checks.labels(Y, prob.shape[0])
     return prob.X, Y, prob.keys, head, p, get_loss(loss), sets
 
 
@@ -144,11 +149,7 @@ def _head_attention(K: np.ndarray, p: np.ndarray, sets) -> np.ndarray:
 
 def head_predict(X, head: MLPHead, p, W=None, sets=None) -> np.ndarray:
     """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n)."""
-    prob = keyed(X, W)
-    n, T, d = prob.shape
-    head = _head(head, d)
-    p = _checks.batched_vector(p, d, "p")
-    sets = None if sets is None else _checks.token_sets(sets, n, T)
+    prob, head, p, sets = _head_call(X, head, p, W, sets)
     s = _head_attention(prob.keys, p, sets)
     return head.value(np.einsum("...nt,ntd->...nd", s, prob.X))
 

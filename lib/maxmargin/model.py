@@ -19,7 +19,7 @@ import torch
 
 from . import _checks, _kernels
 from .losses import Loss, get_loss, mean_loss
-from .problem import Problem, exponents as _exponents, keyed, keys_of as _keys, problem, scores_of as _scores
+from .problem import Problem, exponents as _exponents, keyed, problem, scores_of as _scores
 
 
 def softmax(a, axis: int = -1) -> np.ndarray:

@@ -13,7 +13,7 @@ import torch  # noqa: E402
 import maxmargin as mm  # noqa: E402
 from maxmargin.book import ch03, plots  # noqa: E402
 from maxmargin.train import StackTrajectory, gd_stack
-from roundoff import assert_every_step_matches, prompt_model, step_bounds  # noqa: E402
+from roundoff import assert_every_step_matches, prompt_model  # noqa: E402
 
 
 def stack(instances):
