@@ -20,6 +20,8 @@ Nothing here validates its inputs (see :mod:`._checks`).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -162,158 +164,255 @@ def _rescaled_gradient(K, gamma, p, n, T, d):
     return g, c
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
-def descend(first, last_job, K, gamma, P0, tracked, steps, lr, loss, normalized, eps, record,
-            path, margins, on, off, final, failed):
-    """Gradient descent from the starts ``P0`` (M, B, d), B a multiple of LANES, for the blocks
-    ``first`` to ``last_job - 1`` of LANES starts (block j: instance j // (B / LANES)).
+class Problem(NamedTuple):
+    """The validated inputs of :func:`descend`: K (M, n, T, d) keys, gamma (M, n, T) scores,
+    tracked (M, n) int64 token per sequence whose attention is recorded."""
 
-    K (M, n, T, d) keys, gamma (M, n, T) scores, tracked (M, n) int64 tokens, loss one of
-    LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE; ``record`` (R,) increasing step indices, the last one
-    ``steps``. Writes, for each recorded step r: path (R, M, B, d), margins, on, off
-    (R, M, B, n); final (M, B, n, T) attention at the last iterate; failed (M, B) the first step
-    whose plain-GD gradient overflowed (-1 if none).
+    K: np.ndarray
+    gamma: np.ndarray
+    tracked: np.ndarray
+
+
+class Settings(NamedTuple):
+    """steps (the number of updates), lr, loss (one of the ``*_CODE``), normalized, eps, and
+    record (R,): the increasing step indices recorded, the last one ``steps``."""
+
+    steps: int
+    lr: float
+    loss: int
+    normalized: bool
+    eps: float
+    record: np.ndarray
+
+
+class Records(NamedTuple):
+    """What :func:`descend` writes, for each recorded step r: path (R, M, B, d) iterates, margins,
+    on, off (R, M, B, n) (attention on the tracked token and on all others, summed); final
+    (M, B, n, T) attention at the last iterate; failed (M, B) the first step whose plain-GD
+    gradient overflowed (-1 if none)."""
+
+    path: np.ndarray
+    margins: np.ndarray
+    on: np.ndarray
+    off: np.ndarray
+    final: np.ndarray
+    failed: np.ndarray
+
+
+def empty_records(R: int, M: int, B: int, n: int, T: int, d: int) -> Records:
+    """Output buffers for R recorded steps of M instances x B starts (B a multiple of LANES)."""
+    return Records(np.empty((R, M, B, d)), np.empty((R, M, B, n)), np.empty((R, M, B, n)),
+                   np.empty((R, M, B, n)), np.empty((M, B, n, T)),
+                   np.full((M, B), -1, dtype=np.int64))
+
+
+class _Lanes(NamedTuple):
+    """Scratch of one block of LANES starts; lane l of coordinate e at e * LANES + l.
+
+    The kernels called once per sequence (:func:`_attend`, :func:`_slopes`, :func:`_add_gradient`)
+    take its arrays one by one: read through the tuple inside their loops, the step took 9% longer
+    (measured against the single-function kernel, same process, same inputs).
     """
-    M, n, T, d = K.shape
-    B = P0.shape[1]
-    blocks = B // LANES
+
+    p: np.ndarray        # (d * LANES,) iterates
+    g: np.ndarray        # (d * LANES,) gradient
+    s: np.ndarray        # (T * LANES,) attention of the current sequence
+    c: np.ndarray        # (T * LANES,) its contribution to the gradient, per token
+    shifted: np.ndarray  # (T * LANES,) scratch of _exp_lanes
+    bits: np.ndarray     # (T * LANES,) scratch of _exp_lanes
+    top: np.ndarray      # (LANES,) int64 most-attended token
+    ref: np.ndarray      # (LANES,) its score
+    offset: np.ndarray   # (LANES,) sum_t s_t (gamma_t - ref)
+    z: np.ndarray        # (LANES,) margin ref + offset
+    w: np.ndarray        # (LANES,) l'(z) / n
+    norm: np.ndarray     # (LANES,) gradient norm (or a mark, see _normalize)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lanes(T, d):
+    return _Lanes(np.empty(d * LANES), np.empty(d * LANES), np.empty(T * LANES),
+                  np.empty(T * LANES), np.empty(T * LANES), np.empty(T * LANES),
+                  np.empty(LANES, dtype=np.int64), np.empty(LANES), np.empty(LANES),
+                  np.empty(LANES), np.empty(LANES), np.empty(LANES))
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _attend(Ki, gi, p, s, shifted, bits, top, ref, offset, z, T, d):
+    """Attention s (T * LANES,) of one sequence (keys Ki (T, d), scores gi (T,)) at the lanes'
+    prompts p (d * LANES,), lane l of coordinate e at e * LANES + l; per lane (LANES,): the
+    most-attended token top, its score ref, offset = sum_t s_t (gamma_t - ref) and the margin
+    z = ref + offset (as :func:`maxmargin._kernels.margins`). ``shifted``, ``bits``: scratch."""
+    _logits(Ki, p, s, T, d)
+    for l in range(LANES):              # shift by the largest logit
+        best = s[l]
+        at = 0
+        for t in range(1, T):
+            if s[t * LANES + l] > best:
+                best = s[t * LANES + l]
+                at = t
+        top[l] = at
+        for t in range(T):
+            s[t * LANES + l] -= best
+    _exp_lanes(s, T * LANES, shifted, bits)
+    for l in range(LANES):              # normalize; margin relative to the top token
+        total = 0.0
+        for t in range(T):
+            total += s[t * LANES + l]
+        base = gi[top[l]]
+        shift = 0.0
+        inverse = 1.0 / total
+        for t in range(T):
+            q = t * LANES + l
+            s[q] *= inverse
+            shift += s[q] * (gi[t] - base)
+        ref[l] = base
+        offset[l] = shift
+        z[l] = base + shift
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _slopes(loss, z, w, n, shifted, bits):
+    """w = l'(z) / n, (LANES,), for the loss with code ``loss`` (the formulas of :mod:`.losses`);
+    ``shifted`` and ``bits`` are scratch for :func:`_exp_lanes`."""
+    if loss == LOGISTIC_CODE:           # -1 / (1 + exp(z))
+        for l in range(LANES):
+            w[l] = z[l]
+        _exp_lanes(w, LANES, shifted, bits)
+        for l in range(LANES):
+            w[l] = -1.0 / (1.0 + w[l]) / n
+    elif loss == EXPONENTIAL_CODE:      # -exp(-z)
+        for l in range(LANES):
+            w[l] = -z[l]
+        _exp_lanes(w, LANES, shifted, bits)
+        for l in range(LANES):
+            w[l] = -w[l] / n
+    else:                               # -1
+        for l in range(LANES):
+            w[l] = -1.0 / n
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d):
+    """g += the sequence's gradient sum_t s_t (gamma_t - ref - offset) w k_t (lanes as in
+    :func:`_attend`; ``c`` (T * LANES,) is scratch)."""
+    for l in range(LANES):
+        base, shift, weight = ref[l], offset[l], w[l]
+        for t in range(T):
+            q = t * LANES + l
+            c[q] = (s[q] * ((gi[t] - base) - shift)) * weight
+    _add_contraction(Ki, c, g, T, d)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record_sequence(out, r, m, b0, i, tr, a, T):
+    """Margin and attention on (and off) the tracked token ``tr`` of sequence i, at record r."""
+    s = a.s
+    for l in range(LANES):
+        out.margins[r, m, b0 + l, i] = a.z[l]
+        out.on[r, m, b0 + l, i] = s[tr * LANES + l]
+        rest = 0.0
+        for t in range(T):
+            if t != tr:
+                rest += s[t * LANES + l]
+        out.off[r, m, b0 + l, i] = rest
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
+    """a.norm = |g|^2 per lane; a lane whose |g|^2 is not finite gets the exponential loss's
+    rescaled direction under normalized GD (norm marked -1), else its failure step in out.failed."""
+    g, norm = a.g, a.norm
+    for l in range(LANES):
+        norm[l] = 0.0
+    for e in range(d):
+        for l in range(LANES):
+            norm[l] += g[e * LANES + l] * g[e * LANES + l]
+    for l in range(LANES):
+        if np.isfinite(norm[l]):
+            continue
+        if run.normalized and run.loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
+            gl, cl = _rescaled_gradient(Km, gm, a.p[l::LANES].copy(), n, T, d)
+            size = np.sqrt(np.sum(gl * gl)) + run.eps * np.exp(-cl)
+            for e in range(d):
+                g[e * LANES + l] = gl[e] / size
+            norm[l] = -1.0                  # marks a lane already normalized
+        elif out.failed[m, b0 + l] < 0:
+            out.failed[m, b0 + l] = k
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _update(a, run, d):
+    """p -= lr g, or lr g / (|g| + eps) under normalized GD (|g| rescaled where g^2 underflows)."""
+    p, g, norm = a.p, a.g, a.norm
+    if not run.normalized:
+        for e in range(d):
+            for l in range(LANES):
+                p[e * LANES + l] -= run.lr * g[e * LANES + l]
+        return
+    for l in range(LANES):
+        if norm[l] < 0.0:                   # the lane's g is already its direction
+            norm[l] = 1.0
+            continue
+        if norm[l] < 1e-280:                # (1e-140)^2: rescale, squares underflow
+            scale = 0.0
+            for e in range(d):
+                scale = max(scale, abs(g[e * LANES + l]))
+            if scale > 0.0:
+                acc = 0.0
+                for e in range(d):
+                    acc += (g[e * LANES + l] / scale) ** 2
+                norm[l] = scale * np.sqrt(acc)
+            else:
+                norm[l] = 0.0
+        else:
+            norm[l] = np.sqrt(norm[l])
+        norm[l] += run.eps
+    for e in range(d):
+        for l in range(LANES):
+            p[e * LANES + l] -= run.lr * g[e * LANES + l] / norm[l]
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def descend(first, last_job, prob, P0, run, out):
+    """Gradient descent (``run``: :class:`Settings`) on ``prob`` (:class:`Problem`) from the starts
+    P0 (M, B, d), B a multiple of LANES, for the blocks ``first`` to ``last_job - 1`` of LANES
+    starts (block j: instance j // (B / LANES)); writes ``out`` (:class:`Records`)."""
+    M, n, T, d = prob.K.shape
+    blocks = P0.shape[1] // LANES
     for job in range(first, last_job):
         m = job // blocks
         b0 = (job % blocks) * LANES
-        p = np.empty(d * LANES)   # lane l of coordinate e at e * LANES + l
-        g = np.empty(d * LANES)
-        s = np.empty(T * LANES)
-        c = np.empty(T * LANES)
-        scratch = np.empty(T * LANES)
-        scratch2 = np.empty(T * LANES)
-        top = np.empty(LANES, dtype=np.int64)
-        ref = np.empty(LANES)
-        offset = np.empty(LANES)
-        z = np.empty(LANES)
-        w = np.empty(LANES)
-        norm = np.empty(LANES)
+        Km, gm = prob.K[m], prob.gamma[m]
+        a = _lanes(T, d)
         for e in range(d):
             for l in range(LANES):
-                p[e * LANES + l] = P0[m, b0 + l, e]
+                a.p[e * LANES + l] = P0[m, b0 + l, e]
         r = 0
-        for k in range(steps + 1):
-            held = record[r] == k
-            last = k == steps
-            for e in range(d):
-                for l in range(LANES):
-                    g[e * LANES + l] = 0.0
+        for k in range(run.steps + 1):
+            held = run.record[r] == k
+            last = k == run.steps
+            for e in range(d * LANES):
+                a.g[e] = 0.0
             for i in range(n):
-                _logits(K[m, i], p, s, T, d)       # logits k_it^T p
-                for l in range(LANES):              # shift by the largest logit
-                    best = s[l]
-                    at = 0
-                    for t in range(1, T):
-                        if s[t * LANES + l] > best:
-                            best = s[t * LANES + l]
-                            at = t
-                    top[l] = at
-                    for t in range(T):
-                        s[t * LANES + l] -= best
-                _exp_lanes(s, T * LANES, scratch, scratch2)
-                for l in range(LANES):              # normalize; margin relative to the top token
-                    total = 0.0
-                    for t in range(T):
-                        total += s[t * LANES + l]
-                    base = gamma[m, i, top[l]]
-                    shift = 0.0
-                    inverse = 1.0 / total
-                    for t in range(T):
-                        q = t * LANES + l
-                        s[q] *= inverse
-                        shift += s[q] * (gamma[m, i, t] - base)
-                    ref[l] = base
-                    offset[l] = shift
-                    z[l] = base + shift
+                _attend(Km[i], gm[i], a.p, a.s, a.shifted, a.bits, a.top, a.ref, a.offset, a.z, T, d)
                 if held:
-                    tr = tracked[m, i]
-                    for l in range(LANES):
-                        margins[r, m, b0 + l, i] = z[l]
-                        on[r, m, b0 + l, i] = s[tr * LANES + l]
-                        rest = 0.0
-                        for t in range(T):
-                            if t != tr:
-                                rest += s[t * LANES + l]
-                        off[r, m, b0 + l, i] = rest
+                    _record_sequence(out, r, m, b0, i, prob.tracked[m, i], a, T)
                 if last:
                     for l in range(LANES):
                         for t in range(T):
-                            final[m, b0 + l, i, t] = s[t * LANES + l]
+                            out.final[m, b0 + l, i, t] = a.s[t * LANES + l]
                     continue
-                if loss == LOGISTIC_CODE:               # l'(z) / n
-                    for l in range(LANES):
-                        w[l] = z[l]
-                    _exp_lanes(w, LANES, scratch, scratch2)
-                    for l in range(LANES):
-                        w[l] = -1.0 / (1.0 + w[l]) / n
-                elif loss == EXPONENTIAL_CODE:
-                    for l in range(LANES):
-                        w[l] = -z[l]
-                    _exp_lanes(w, LANES, scratch, scratch2)
-                    for l in range(LANES):
-                        w[l] = -w[l] / n
-                else:
-                    for l in range(LANES):
-                        w[l] = -1.0 / n
-                for l in range(LANES):
-                    base, shift, weight = ref[l], offset[l], w[l]
-                    for t in range(T):
-                        q = t * LANES + l
-                        c[q] = (s[q] * ((gamma[m, i, t] - base) - shift)) * weight
-                _add_contraction(K[m, i], c, g, T, d)   # gradient += sum_t c_it k_it
+                _slopes(run.loss, a.z, a.w, n, a.shifted, a.bits)
+                _add_gradient(Km[i], gm[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d)
             if held:
                 for l in range(LANES):
                     for e in range(d):
-                        path[r, m, b0 + l, e] = p[e * LANES + l]
+                        out.path[r, m, b0 + l, e] = a.p[e * LANES + l]
                 r += 1
             if last:
                 break
-            for l in range(LANES):
-                norm[l] = 0.0
-            for e in range(d):
-                for l in range(LANES):
-                    norm[l] += g[e * LANES + l] * g[e * LANES + l]
-            for l in range(LANES):
-                if np.isfinite(norm[l]):
-                    continue
-                if normalized and loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
-                    gl, cl = _rescaled_gradient(K[m], gamma[m], p[l::LANES].copy(), n, T, d)
-                    size = np.sqrt(np.sum(gl * gl)) + eps * np.exp(-cl)
-                    for e in range(d):
-                        g[e * LANES + l] = gl[e] / size
-                    norm[l] = -1.0                  # marks a lane already normalized
-                elif failed[m, b0 + l] < 0:
-                    failed[m, b0 + l] = k
-            if not normalized:
-                for e in range(d):
-                    for l in range(LANES):
-                        p[e * LANES + l] -= lr * g[e * LANES + l]
-                continue
-            for l in range(LANES):
-                if norm[l] < 0.0:                   # the lane's g is already its direction
-                    norm[l] = 1.0
-                    continue
-                if norm[l] < 1e-280:                # (1e-140)^2: rescale, squares underflow
-                    scale = 0.0
-                    for e in range(d):
-                        scale = max(scale, abs(g[e * LANES + l]))
-                    if scale > 0.0:
-                        acc = 0.0
-                        for e in range(d):
-                            acc += (g[e * LANES + l] / scale) ** 2
-                        norm[l] = scale * np.sqrt(acc)
-                    else:
-                        norm[l] = 0.0
-                else:
-                    norm[l] = np.sqrt(norm[l])
-                norm[l] += eps
-            for e in range(d):
-                for l in range(LANES):
-                    p[e * LANES + l] -= lr * g[e * LANES + l] / norm[l]
+            _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d)
+            _update(a, run, d)
 
 
 _READY = []
@@ -331,12 +430,12 @@ def ready() -> None:
     before = config.SLP_VECTORIZE
     config.SLP_VECTORIZE = 1
     try:
-        M, n, T, d, R = 1, 1, 2, 1, 2
-        descend(0, 1, np.zeros((M, n, T, d)), np.zeros((M, n, T)), np.zeros((M, LANES, d)),
-                np.zeros((M, n), dtype=np.int64), 1, 0.1, LOGISTIC_CODE, True, 1e-12,
-                np.array([0, 1]), np.empty((R, M, LANES, d)), np.empty((R, M, LANES, n)),
-                np.empty((R, M, LANES, n)), np.empty((R, M, LANES, n)),
-                np.empty((M, LANES, n, T)), np.full((M, LANES), -1, dtype=np.int64))
+        M, n, T, d = 1, 1, 2, 1
+        record = np.array([0, 1])
+        descend(0, 1, Problem(np.zeros((M, n, T, d)), np.zeros((M, n, T)),
+                              np.zeros((M, n), dtype=np.int64)),
+                np.zeros((M, LANES, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),
+                empty_records(len(record), M, LANES, n, T, d))
     finally:
         config.SLP_VECTORIZE = before
     _READY.append(True)

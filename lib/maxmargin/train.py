@@ -332,34 +332,29 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     P0 = np.empty((M, padded, d))
     P0[:, :B] = P
     P0[:, B:] = P[:, -1:]   # spare lanes repeat the last start; their results are dropped
-    R = len(record)
-    path = np.empty((R, M, padded, d))
-    margins = np.empty((R, M, padded, n))
-    on = np.empty((R, M, padded, n))
-    off = np.empty((R, M, padded, n))
-    final = np.empty((M, padded, n, T))
-    failed = np.full((M, padded), -1, dtype=np.int64)
-    args = (np.ascontiguousarray(K), np.ascontiguousarray(gamma), P0,
-            np.ascontiguousarray(tracked, dtype=np.int64), steps, lr, _loss_code(loss),
-            bool(normalized), eps, record, path, margins, on, off, final, failed)
+    out = _compiled.empty_records(len(record), M, padded, n, T, d)
+    prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
+                             np.ascontiguousarray(tracked, dtype=np.int64))
+    run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
     jobs = M * padded // lanes
     threads = max(1, min(torch.get_num_threads(), jobs))
     if threads == 1:
-        _compiled.descend(0, jobs, *args)
+        _compiled.descend(0, jobs, prob, P0, run, out)
     else:  # the kernel releases the GIL; four ranges of blocks per thread balance the load
         from concurrent.futures import ThreadPoolExecutor
 
         bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
         with ThreadPoolExecutor(threads) as pool:
-            for done in [pool.submit(_compiled.descend, int(a), int(b), *args)
+            for done in [pool.submit(_compiled.descend, int(a), int(b), prob, P0, run, out)
                          for a, b in zip(bounds[:-1], bounds[1:])]:
                 done.result()
-    failed = failed[:, :B]
+    failed = out.failed[:, :B]
     if np.any(failed >= 0):
         raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized)
     with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
-        risks = np.mean(loss.value(margins[:, :, :B]), axis=-1)
-    return _Records(path[:, :, :B], risks, on[:, :, :B], off[:, :, :B], final[:, :B])
+        risks = np.mean(loss.value(out.margins[:, :, :B]), axis=-1)
+    return _Records(out.path[:, :, :B], risks, out.on[:, :, :B], out.off[:, :, :B],
+                    out.final[:, :B])
 
 
 def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,

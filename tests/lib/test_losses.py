@@ -8,12 +8,15 @@ with ``log``, ``exp``, ``x`` and arithmetic only.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import mpmath
 import numpy as np
 import pytest
 import torch
 
 import maxmargin as mm
+from maxmargin import _compiled, train
 from roundoff import assert_every_step_matches, prompt_model
 
 NAMES = sorted(mm.LOSSES)
@@ -75,6 +78,52 @@ def test_derivative_matches_the_formula_in_arbitrary_precision(name):
     for got in (derivatives, torch_derivatives):
         np.testing.assert_allclose(got[ok], reference[ok], rtol=1e-12, atol=1e-300)
         assert not np.any(np.isnan(got))
+
+
+@pytest.mark.parametrize("name", [name for name in NAMES if mm.LOSSES[name].log_value is not None])
+def test_log_forms_match_the_formula_in_arbitrary_precision(name):
+    """The log-domain forms (log l, log -l') that the risk and its gradient fall back to beyond
+    float64 are the same loss. Bugs caught: a sign or a dropped term in a log form, which only
+    shows at margins below -709.8, where the plain forms overflow."""
+    loss, f = mm.LOSSES[name], mp_loss(name)
+    with mpmath.workdps(60):  # (mpmath's numerical derivative fails near 1e300: POINTS stop at 1e6)
+        log_values = [float(mpmath.log(f(mpmath.mpf(x)))) for x in POINTS]
+        log_slopes = [float(mpmath.log(-mpmath.diff(f, mpmath.mpf(x)))) for x in POINTS]
+    np.testing.assert_allclose(loss.log_value(POINTS), log_values, rtol=1e-14, atol=1e-300)
+    np.testing.assert_allclose(loss.log_slope(POINTS), log_slopes, rtol=1e-14, atol=1e-300)
+
+
+@pytest.mark.parametrize("name", [loss.name for loss in train._COMPILED_LOSSES])
+def test_compiled_derivative_matches_the_formula_in_arbitrary_precision(name):
+    """The compiled engine's own l'(z) (``_compiled._slopes``, with its vectorised exp) is the
+    loss's derivative, over exp's whole range and beyond. Bugs caught: the compiled code of one
+    loss computing another loss's derivative (the codes are integers), a sign flip or a wrong
+    argument of its exp, NaN instead of 0 or -inf past the overflow threshold."""
+    loss = mm.LOSSES[name]
+    code = train._loss_code(loss)
+    lanes = _compiled.LANES
+    points = np.r_[POINTS, np.zeros(-len(POINTS) % lanes)]
+    got = np.empty_like(points)
+    scratch = np.empty((2, lanes))
+    for start in range(0, len(points), lanes):
+        w = np.empty(lanes)
+        _compiled._slopes(code, points[start:start + lanes].copy(), w, 1, *scratch)
+        got[start:start + lanes] = w
+    f = mp_loss(name)
+    with mpmath.workdps(60):  # rounded to float64: -inf where l' is beyond it
+        reference = np.array([float(mpmath.diff(f, mpmath.mpf(x))) for x in POINTS])
+    np.testing.assert_allclose(got[:len(POINTS)], reference, rtol=1e-14, atol=1e-300)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_engines_recognise_a_loss_by_its_definition(name):
+    """Bug caught: dispatch by object identity, under which a copied or renamed built-in loss
+    silently runs on the slower torch loop (or a new loss is handed an integer code it is not)."""
+    loss = mm.LOSSES[name]
+    code = train._loss_code(loss)
+    assert train._loss_code(dataclasses.replace(loss, name="renamed")) == code
+    other = dataclasses.replace(loss, derivative=lambda x: loss.derivative(x))
+    assert train._loss_code(other) is None
 
 
 @pytest.mark.parametrize("name", NAMES)
