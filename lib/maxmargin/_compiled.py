@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-LANES = 8  # starts per block (two AVX2 vectors of float64); _logits and _add_contraction spell 8 out
+LANES = 8  # starts per block (two AVX2 vectors of float64); _add_lane_sums spells 8 out
 LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = 0, 1, 2  # train._COMPILED_LOSSES, in order
 
 _LOG2E = 1.4426950408889634
@@ -70,58 +70,47 @@ def _exp_lanes(x, size, shifted, bits):
         x[j] = (x[j] * shifted[j]) * bits[j]
 
 
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _add_lane_sums(w, x, out, o, fresh):
+    """out[o + l] += sum_j w[j] x[j * 8 + l] for the 8 lanes l (= when ``fresh``); w (J,) may be
+    a strided view.
+
+    The lanes are spelled out as scalars: with no store inside the loop over j the compiler can
+    keep them in two SIMD registers (it cannot prove that arrays do not alias).
+    """
+    if fresh:
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+    else:
+        a0, a1, a2, a3 = out[o], out[o + 1], out[o + 2], out[o + 3]
+        a4, a5, a6, a7 = out[o + 4], out[o + 5], out[o + 6], out[o + 7]
+    for j in range(w.shape[0]):
+        k = w[j]
+        q = j * 8
+        a0 += k * x[q]
+        a1 += k * x[q + 1]
+        a2 += k * x[q + 2]
+        a3 += k * x[q + 3]
+        a4 += k * x[q + 4]
+        a5 += k * x[q + 5]
+        a6 += k * x[q + 6]
+        a7 += k * x[q + 7]
+    out[o], out[o + 1], out[o + 2], out[o + 3] = a0, a1, a2, a3
+    out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a4, a5, a6, a7
+
+
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _logits(Ki, p, s, T, d):
     """s[t * 8 + l] = sum_e Ki[t, e] p[e * 8 + l] for the 8 lanes l, keys Ki (T, d), prompts p
-    (d * 8,) (flat arrays: the compiler then knows that the lanes are adjacent).
-
-    The lanes are spelled out as scalars: with no store inside the loop over e the compiler can
-    keep them in two SIMD registers (it cannot prove that arrays do not alias).
-    """
+    (d * 8,) (flat arrays: the compiler then knows that the lanes are adjacent)."""
     for t in range(T):
-        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
-        for e in range(d):
-            k = Ki[t, e]
-            q = e * 8
-            a0 += k * p[q]
-            a1 += k * p[q + 1]
-            a2 += k * p[q + 2]
-            a3 += k * p[q + 3]
-            a4 += k * p[q + 4]
-            a5 += k * p[q + 5]
-            a6 += k * p[q + 6]
-            a7 += k * p[q + 7]
-        q = t * 8
-        s[q] = a0
-        s[q + 1] = a1
-        s[q + 2] = a2
-        s[q + 3] = a3
-        s[q + 4] = a4
-        s[q + 5] = a5
-        s[q + 6] = a6
-        s[q + 7] = a7
+        _add_lane_sums(Ki[t], p, s, t * 8, True)
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _add_contraction(Ki, c, g, T, d):
     """g[e * 8 + l] += sum_t Ki[t, e] c[t * 8 + l] for the 8 lanes l (as in :func:`_logits`)."""
     for e in range(d):
-        o = e * 8
-        a0, a1, a2, a3 = g[o], g[o + 1], g[o + 2], g[o + 3]
-        a4, a5, a6, a7 = g[o + 4], g[o + 5], g[o + 6], g[o + 7]
-        for t in range(T):
-            k = Ki[t, e]
-            q = t * 8
-            a0 += k * c[q]
-            a1 += k * c[q + 1]
-            a2 += k * c[q + 2]
-            a3 += k * c[q + 3]
-            a4 += k * c[q + 4]
-            a5 += k * c[q + 5]
-            a6 += k * c[q + 6]
-            a7 += k * c[q + 7]
-        g[o], g[o + 1], g[o + 2], g[o + 3] = a0, a1, a2, a3
-        g[o + 4], g[o + 5], g[o + 6], g[o + 7] = a4, a5, a6, a7
+        _add_lane_sums(Ki[:, e], c, g, e * 8, False)
 
 
 @njit(cache=True, fastmath=_FASTMATH)
