@@ -40,7 +40,7 @@ def chapter_02_explorer():
 
 
 EXPLORERS = {
-    "01 prompt plane": lambda: explore.prompt_explorer(mm.data.fig1("a")),
+    "01 prompt plane": lambda: explore.prompt_explorer(mm.data.fig1(variant="a")),
     "02 local optima": chapter_02_explorer,
     "03 score and basin": ch03.score_explorer,
     "05 loss ring": ch05.fig4_ring_explorer,

@@ -15,13 +15,12 @@ import importlib as _importlib
 
 from . import data, nn
 from .heads import (
-    MLPHead, OptimalSets, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
+    MLPHead, OptimalSets, SetDirection, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
     optimal_sets, set_direction, set_offset,
 )
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
-    attention, excess_risk, excess_risk_on_circle, excess_risk_on_plane, excess_risk_on_rays, keys,
-    logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W, risk_W, scores,
+    attention, excess_risk, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W, risk_W, scores,
     self_attention_logits, softmax,
 )
 from .optimality import (
@@ -30,12 +29,11 @@ from .optimality import (
 )
 from .paths import RegularizationPath, local_regularization_path, regularization_path
 from .svm import (
-    IllConditionedError, JointSVMs, SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem,
+    CvxpyProgram, IllConditionedError, JointSVMs, SVMResult, SetSVMResult, VSVMResult, WSVMResult, att_svm, att_svm_problem,
     is_feasible, joint_svms, least_distance, set_svm, v_svm, w_svm,
 )
 from .train import (
     JointTrajectory, StackTrajectory, Trajectory, WTrajectory, cosine, gd, gd_joint, gd_stack, gd_W,
-    selection_basin,
 )
 from .traps import TrapSet, trap_sets
 
@@ -47,29 +45,38 @@ __all__ = [
     # the model and its risk (model, losses)
     "softmax", "keys", "logits", "attention", "scores", "predict", "risk", "risk_grad",
     "risk_grad_v", "self_attention_logits", "risk_W", "risk_grad_W", "optimal_risk",
-    "excess_risk", "excess_risk_on_plane", "excess_risk_on_rays", "excess_risk_on_circle",
+    "excess_risk",
     "Loss", "LOSSES", "LOGISTIC", "EXPONENTIAL", "CORRELATION", "get_loss",
     # max-margin problems (svm)
     "att_svm", "att_svm_problem", "is_feasible", "set_svm", "v_svm", "w_svm", "joint_svms",
-    "least_distance", "IllConditionedError", "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "JointSVMs",
+    "least_distance", "IllConditionedError", "CvxpyProgram", "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "JointSVMs",
     # optimal and locally-optimal selections (optimality), trap sets (traps)
     "optimal_indices", "support_tokens", "check_selection", "is_locally_optimal",
     "feasible_selections", "locally_optimal_indices", "selection_census", "Selection",
     "SelectionCensus", "trap_sets", "TrapSet",
     # gradient descent (train)
-    "gd", "gd_stack", "gd_W", "gd_joint", "selection_basin", "cosine", "Trajectory",
+    "gd", "gd_stack", "gd_W", "gd_joint", "cosine", "Trajectory",
     "StackTrajectory", "WTrajectory", "JointTrajectory",
     # regularization paths (paths) and nonlinear heads (heads)
     "regularization_path", "local_regularization_path", "RegularizationPath", "MLPHead",
     "mlp_head", "head_attention", "head_predict", "head_risk", "head_risk_grad", "optimal_sets",
-    "OptimalSets", "set_offset", "set_direction",
+    "OptimalSets", "SetDirection", "set_offset", "set_direction",
     # instances and the torch layer
     "data", "nn",
 ]
+
+
+#: Functions that moved out of the core, and where they are now.
+_MOVED = {name: "maxmargin.book.landscape" for name in (
+    "excess_risk_on_plane", "excess_risk_on_rays", "excess_risk_on_circle", "selection_basin")}
 
 
 def __getattr__(name: str):
     """``mm.book`` on first access: the book's figures and explorers (loads matplotlib)."""
     if name == "book":
         return _importlib.import_module(".book", __name__)
+    if name in _MOVED:
+        raise AttributeError(f"maxmargin.{name} moved to {_MOVED[name]} (it computes the grids of "
+                             f"the book's figures): from maxmargin.book import landscape; "
+                             f"landscape.{name}(...)")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def renamed(owner: str, old: str, new: str, what: str) -> property:
+    """A read-only attribute ``old`` that raises an AttributeError pointing to ``new``: a
+    renamed result field fails loudly in old code instead of disappearing silently."""
+
+    def fail(self):
+        raise AttributeError(f"{owner}.{old} was renamed {owner}.{new} ({what})")
+
+    return property(fail)
+
+
 def as_float_array(value, name: str) -> np.ndarray:
     """``value`` as a float64 array (a torch tensor detached), refusing None, complex and
     non-numeric values with a TypeError naming ``name``; not yet checked for shape or NaN."""
@@ -39,6 +49,22 @@ def tokens(X, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name}: expected shape (n, T, d), got an array with shape {X.shape}")
     token_shape(X.shape, name)
     return finite(X, name)
+
+
+def direction(u: np.ndarray, shape: tuple, expected: str, *, name: str = "direction") -> np.ndarray:
+    """A finite reference direction ``u`` that broadcasts to iterates of ``shape`` along the last
+    axis, with no zero vector (the angle with 0 is undefined); ``expected`` describes its shapes."""
+    u = finite(as_float_array(u, name), name)
+    try:
+        fits = u.ndim >= 1 and np.broadcast_shapes(shape, u.shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{name}: expected shape {expected} (or one that broadcasts to the "
+                         f"iterates' {tuple(shape)}), got {u.shape}")
+    if not np.all(np.any(u != 0, axis=-1)):
+        raise ValueError(f"{name}: a zero vector has no direction, so no cosine with it")
+    return u
 
 
 def token_shape(shape: tuple, name: str = "X") -> None:

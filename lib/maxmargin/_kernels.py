@@ -71,6 +71,21 @@ def threads_for(work: int):
         torch.set_num_threads(before)
 
 
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine along the last axis of finite arrays that broadcast; 0 where a vector is 0. Each
+    vector is first divided by its largest |entry|, so no norm overflows."""
+    a, b = _unit_scale(a), _unit_scale(b)
+    denom = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    dots = np.sum(a * b, axis=-1)
+    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
+
+
+def _unit_scale(a: np.ndarray) -> np.ndarray:
+    """Each vector (last axis) divided by its largest |entry| (zero vectors kept)."""
+    top = np.max(np.abs(a), axis=-1, keepdims=True)
+    return a / np.where(top > 0, top, 1.0)
+
+
 def tensor(a) -> torch.Tensor:
     """A float64 CPU tensor (a contiguous copy of ``a`` when needed)."""
     return torch.from_numpy(np.array(a, dtype=np.float64, order="C", copy=True))

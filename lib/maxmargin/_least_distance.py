@@ -72,14 +72,15 @@ class Solution:
     # when they are not representable (they scale like 1 / c^2 when G scales like c)
 
 
-def least_distance(G, h, tol: float = FEASIBILITY_TOL) -> np.ndarray | None:
+def least_distance(G, h, *, feasibility_tol: float = FEASIBILITY_TOL) -> np.ndarray | None:
     """Minimum-norm point of the polyhedron {p : G p >= h}.
 
     Parameters
     ----------
     G : (m, d) constraint rows.
     h : (m,) right-hand sides.
-    tol : feasibility tolerance, relative to the data: a polyhedron whose nearest point has
+    feasibility_tol : relative to the data (not the SVMs' ``tol``, which says when a constraint
+        is tight): a polyhedron whose nearest point has
         norm above L / tol, with L = max_j h_j / ||g_j|| the norm that the most demanding
         constraint alone requires, is reported as empty (a Farkas vector proves it).
 
@@ -96,7 +97,7 @@ def least_distance(G, h, tol: float = FEASIBILITY_TOL) -> np.ndarray | None:
     if G.ndim != 2:
         raise ValueError(f"G: expected shape (m, d), got an array with shape {G.shape}")
     h = _checks.vector(h, G.shape[0], "h")
-    tol = _checks.positive_float(tol, "tol")
+    tol = _checks.positive_float(feasibility_tol, "feasibility_tol")
     solution = solve(G, h, tol)
     return None if solution is None else solution.p
 

@@ -51,7 +51,7 @@ _ATTEND_FIRST_TWO = np.diag([1.0, 1.0, 0.0])
 _VALUE_AXIS = np.array([0.0, 0.0, 1.0])
 
 
-def fig1(variant: str = "a") -> Instance:
+def fig1(*, variant: str = "a") -> Instance:
     """Figure 1: one sequence of three tokens, training p only.
 
     ``variant="a"`` (global convergence): scores (1, 0.9, 0.9), the non-optimal scores are equal.
@@ -87,7 +87,7 @@ def fig2() -> Instance:
                     notes="n=3, T=7, d=3; 0.2*randn plus shifts; optimal token 0 in every sequence")
 
 
-def fig1_moved(x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
+def fig1_moved(*, x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
     """The Fig. 1 instance with token x3's score and token x2's attended position changed.
 
     x3_score : gamma of x3 (0 in Fig. 1b, 0.9 in Fig. 1a); x2 : (2,) x2's first two coordinates.
@@ -95,14 +95,14 @@ def fig1_moved(x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
     """
     x3_score = float(_checks.finite(np.asarray(x3_score, dtype=float), "x3_score"))
     x2 = _checks.vector(x2, 2, "x2")
-    base = fig1("b")
+    base = fig1(variant="b")
     X = base.X.copy()
     X[0, 2, 2] = x3_score
     X[0, 1, :2] = x2
     return replace(base, name="fig1-moved", X=X)
 
 
-def fig3(variant: str = "tight") -> Instance:
+def fig3(*, variant: str = "tight") -> Instance:
     """Figure 3: joint training of (v, p); n=3, T=2, d=2, W = identity, selected token 1.
 
     ``"tight"``: every sequence is a support vector of the v-SVM. ``"relaxed"``: the third
@@ -126,7 +126,7 @@ def fig3_moved(c: float) -> Instance:
     Returns an Instance with n=3, T=2, d=2, W = identity, starts v0=(-1, 0), p0=(0, -1).
     """
     c = _checks.positive_float(c, "c")
-    base = fig3("tight")
+    base = fig3(variant="tight")
     X = base.X.copy()
     X[2, 1] = [0.5, c]
     return replace(base, name=f"fig3-c{c:g}", X=X)
@@ -171,7 +171,7 @@ class HeadInstance:
     notes: str = ""
 
 
-def mixing_example(beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
+def mixing_example(*, beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
     """Two sequences of four tokens whose best output may *mix* two tokens.
 
     Coordinates are (key1, key2, value1, value2) and W = diag(1, 1, 0, 0): attention sees the

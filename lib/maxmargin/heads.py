@@ -10,6 +10,7 @@ in-set offset (:func:`set_direction`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,7 +61,7 @@ class MLPHead:
         return (self.a * (1.0 - h * h)) @ self.B
 
 
-def mlp_head(a, B, b=None) -> MLPHead:
+def mlp_head(a, B, *, b=None) -> MLPHead:
     """An :class:`MLPHead` psi(z) = a^T tanh(B z + b); ``b`` defaults to zeros."""
     B = np.asarray(B, dtype=np.float64)
     return MLPHead(a, B, np.zeros(B.shape[0]) if b is None and B.ndim == 2 else b)
@@ -107,7 +108,7 @@ def _masked_softmax(logits: np.ndarray) -> np.ndarray:
         return _softmax(logits)
 
 
-def head_objective(prob: Problem, head: MLPHead, loss: Loss):
+def _head_objective(prob: Problem, head: MLPHead, loss: Loss):
     """The risk of the head model as a function for the path solver: prompts (B, d) ->
     (risks (B,), gradients (B, d)), on a validated problem with labels and a validated loss."""
     head = _head(head, prob.shape[2])
@@ -130,7 +131,7 @@ def _head_inputs(X, Y, head, p, W, loss, sets):
     return prob.X, Y, prob.keys, head, p, get_loss(loss), sets
 
 
-def head_attention(X, p, W=None, sets=None) -> np.ndarray:
+def head_attention(X, p, *, W=None, sets=None) -> np.ndarray:
     """Attention weights softmax(X_i W p), restricted to ``sets`` (n, T) if given; (..., n, T)."""
     prob = keyed(X, W)
     p = _checks.batched_vector(p, prob.shape[2], "p")
@@ -147,14 +148,14 @@ def _head_attention(K: np.ndarray, p: np.ndarray, sets) -> np.ndarray:
     return _masked_softmax(logits)
 
 
-def head_predict(X, head: MLPHead, p, W=None, sets=None) -> np.ndarray:
+def head_predict(X, head: MLPHead, p, *, W=None, sets=None) -> np.ndarray:
     """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n)."""
     prob, head, p, sets = _head_call(X, head, p, W, sets)
     s = _head_attention(prob.keys, p, sets)
     return head.value(np.einsum("...nt,ntd->...nd", s, prob.X))
 
 
-def head_risk(X, Y, head: MLPHead, p, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
+def head_risk(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
     """Risk (1/n) sum_i loss(Y_i psi(X_i^T softmax(X_i W p))), shape (...).
 
     With ``sets`` (n, T) bool the softmax runs over each set O_i only (the restricted risk).
@@ -164,7 +165,7 @@ def head_risk(X, Y, head: MLPHead, p, W=None, loss: str | Loss = "logistic", set
     return _head_forward(X, Y, K, head, P, loss, sets, False)[0].reshape(p.shape[:-1])
 
 
-def head_risk_grad(X, Y, head: MLPHead, p, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
+def head_risk_grad(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
     """Gradient in p of :func:`head_risk`, shape (..., d).
 
     grad_p L = (1/n) sum_i l'_i Y_i sum_t s_it (x_it - z_i)^T grad psi(z_i) W^T x_it,
@@ -183,12 +184,14 @@ class OptimalSets:
     ----------
     weights : (n, T) the minimiser s_i* of loss(Y_i psi(X_i^T s)) over the simplex.
     sets : (n, T) bool, the optimal sets O_i = {t : s_it* > threshold}.
-    loss : (n,) the minimal per-sequence loss.
+    losses : (n,) the minimal per-sequence loss.
     """
 
     weights: np.ndarray
     sets: np.ndarray
-    loss: np.ndarray
+    losses: np.ndarray
+
+    loss = _checks.renamed("OptimalSets", "loss", "losses", "the minimal loss of each sequence")
 
     @property
     def sizes(self) -> np.ndarray:
@@ -210,7 +213,7 @@ def optimal_sets_work(n: int, T: int) -> float:
     return float(n) * (T * (T + 1) / 2 + 1) * SLSQP_ITERATIONS * float(T) ** 3
 
 
-def optimal_sets(X, Y, head: MLPHead, loss: str | Loss = "logistic", threshold: float = 1e-3,
+def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshold: float = 1e-3,
                  max_work: float = MAX_WORK) -> OptimalSets:
     """Optimal token sets: minimise loss(Y_i psi(X_i^T s)) over the simplex, one sequence at a time.
 
@@ -263,7 +266,7 @@ def _optimal_sets(X, Y, head: MLPHead, loss: Loss, threshold: float, max_work: f
     return OptimalSets(weights, weights > threshold, best)
 
 
-def set_offset(X, Y, head: MLPHead, sets, W=None, loss: str | Loss = "logistic") -> np.ndarray:
+def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """The bounded in-set component p_fin of the path, shape (d,).
 
     p_fin minimises the restricted risk (attention softmax over each set O_i only) over the span
@@ -302,13 +305,21 @@ def _set_offset(prob: Problem, Y: np.ndarray, head: MLPHead, sets: np.ndarray, l
     return Q @ res.x
 
 
-def set_direction(X, Y, head: MLPHead, W=None, loss: str | Loss = "logistic",
-                  threshold: float = 1e-3,
-                  max_work: float = MAX_WORK) -> tuple[OptimalSets, SetSVMResult, np.ndarray]:
+class SetDirection(NamedTuple):
+    """What :func:`set_direction` predicts: the path behaves like R svm.direction + offset."""
+
+    optimal: OptimalSets   # the optimal sets of the head
+    svm: SetSVMResult      # the set-SVM of those sets, p^mm
+    offset: np.ndarray     # (d,) the in-set offset p_fin
+
+
+def set_direction(X, Y, head: MLPHead, *, W=None, loss: str | Loss = "logistic",
+                  threshold: float = 1e-3, max_work: float = MAX_WORK) -> SetDirection:
     """Optimal sets, their set-SVM and the in-set offset p_fin, in one call.
 
-    Returns (optimal sets, ``mm.set_svm`` result, p_fin (d,)): the path is predicted to behave
-    like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps :func:`optimal_sets`.
+    Returns a :class:`SetDirection` (optimal, svm, offset), which unpacks as before: the path
+    is predicted to behave like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps
+    :func:`optimal_sets`.
     """
     prob = keyed(X, W)
     n, T, d = prob.shape
@@ -317,4 +328,4 @@ def set_direction(X, Y, head: MLPHead, W=None, loss: str | Loss = "logistic",
     opt = _optimal_sets(prob.X, Y, head, loss, _checks.positive_float(threshold, "threshold"),
                         _checks.positive_float(max_work, "max_work"))
     sets = _checks.token_sets(opt.sets, n, T, proper=True, name="the optimal sets")
-    return opt, _set_svm(prob.keys, sets), _set_offset(prob, Y, head, sets, loss)
+    return SetDirection(opt, _set_svm(prob.keys, sets), _set_offset(prob, Y, head, sets, loss))

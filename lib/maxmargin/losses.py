@@ -86,7 +86,7 @@ def get_loss(loss: str | Loss) -> Loss:
     return LOSSES[loss]
 
 
-def mean_loss(loss: Loss, margins, axis: int = 0, blame: str = "v") -> np.ndarray:
+def mean_loss(loss: Loss, margins, *, axis: int = 0, blame: str = "v") -> np.ndarray:
     """The mean of l(margins) along ``axis``, finite whenever the mean is representable.
 
     Each value l(x) may overflow (exp(-x) beyond x = -709.8) while the mean does not, and a sum of

@@ -22,7 +22,7 @@ from .losses import Loss, get_loss, mean_loss
 from .problem import Problem, exponents as _exponents, keyed, problem, scores_of as _scores
 
 
-def softmax(a, axis: int = -1) -> np.ndarray:
+def softmax(a, *, axis: int = -1) -> np.ndarray:
     """Numerically stable softmax along ``axis`` (max-shifted, so no overflow for huge logits).
 
     A logit of -inf is a masked token (weight 0); NaN, +inf, or a slice masked entirely raise a
@@ -46,12 +46,12 @@ def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def keys(X, W=None) -> np.ndarray:
+def keys(X, *, W=None) -> np.ndarray:
     """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens."""
     return keyed(X, W).keys
 
 
-def logits(X, p, W=None) -> np.ndarray:
+def logits(X, p, *, W=None) -> np.ndarray:
     """Attention logits x_it^T W p, shape (..., n, T)."""
     K = keyed(X, W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
@@ -64,7 +64,7 @@ def logits(X, p, W=None) -> np.ndarray:
     return out
 
 
-def attention(X, p, W=None) -> np.ndarray:
+def attention(X, p, *, W=None) -> np.ndarray:
     """Attention weights s_i = softmax(X_i W p), shape (..., n, T)."""
     K = keyed(X, W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
@@ -78,7 +78,7 @@ def scores(X, Y, v) -> np.ndarray:
     return _scores(prob.X, Y, _checks.batched_vector(v, prob.shape[2], "v"))
 
 
-def predict(X, v, p, W=None) -> np.ndarray:
+def predict(X, v, p, *, W=None) -> np.ndarray:
     """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n)."""
     prob = keyed(X, W)
     d = prob.shape[2]
@@ -88,7 +88,7 @@ def predict(X, v, p, W=None) -> np.ndarray:
     return np.sum(s * values, axis=-1)
 
 
-def risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
+def risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Empirical risk L(p) = (1/n) sum_i loss(Y_i f(X_i)), shape (...).
 
     Finite whenever the risk is representable in float64 (huge prompts included); a risk beyond
@@ -98,7 +98,7 @@ def risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     return _risk(prob, P, get_loss(loss)).reshape(lead)
 
 
-def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
+def risk_grad(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in p, shape (..., d).
 
     grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i.
@@ -107,17 +107,25 @@ def risk_grad(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     return _risk_grad(prob, P, get_loss(loss)).reshape(lead + (P.shape[1],))
 
 
-def risk_grad_v(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
+def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i."""
     prob, P, lead = _prepare(X, Y, v, p, W)
     loss = get_loss(loss)
-    s = _attention(prob.keys, P)
-    margin = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))[0]
-    scaled, log_factor = _slope_scaled(loss, margin)
+    s, margin, _, scaled, log_factor = _forward(prob, P, loss)
     Y = _kernels.tensor(prob.Y)
     weight = scaled.torch_derivative(margin) * (Y / Y.shape[0])[:, None]
     grad = _kernels.contract_tokens(s * weight[:, None, :], _kernels.tensor(prob.X))
     return _rescaled(grad, log_factor, loss).T.reshape(lead + (P.shape[1],))
+
+
+def _forward(prob: Problem, P: np.ndarray, loss: Loss):
+    """What both risk gradients start from, at validated prompts P (B, d): attention s
+    (n, T, B), margins (n, B), deviations gamma_it - margin (n, T, B), and the loss whose
+    derivative is rescaled by exp(-log_factor) where l' itself overflows (see _slope_scaled)."""
+    s = _attention(prob.keys, P)
+    margin, deviation = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))
+    scaled, log_factor = _slope_scaled(loss, margin)
+    return s, margin, deviation, scaled, log_factor
 
 
 def _risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
@@ -128,9 +136,7 @@ def _risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
 
 def _risk_grad(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
     """grad_p L (B, d) at validated prompts P (B, d) of a validated problem with a head."""
-    s = _attention(prob.keys, P)
-    margin, deviation = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))
-    scaled, log_factor = _slope_scaled(loss, margin)
+    s, margin, deviation, scaled, log_factor = _forward(prob, P, loss)
     grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, scaled, out=s),
                                     _kernels.tensor(prob.keys))
     return _rescaled(grad, log_factor, loss).T
@@ -153,7 +159,7 @@ def self_attention_logits(X, W, queries) -> np.ndarray:
     return out
 
 
-def risk_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarray:
+def risk_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.ndarray:
     """Risk as a function of the key-query matrix W (queries fixed), shape (...)."""
     X = _checks.tokens(X)
     n, _, d = X.shape
@@ -163,7 +169,7 @@ def risk_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarray:
     return mean_loss(get_loss(loss), np.sum(s * gamma, axis=-1), axis=-1)
 
 
-def risk_grad_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarray:
+def risk_grad_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in W, shape (..., d, d): sum_i sum_t c_it x_it z_i^T.
 
     c_it is the gradient in the logits. With one shared query p the gradient is rank one,
@@ -187,7 +193,7 @@ def risk_grad_W(X, Y, v, W, queries, loss: str | Loss = "logistic") -> np.ndarra
     return np.moveaxis(grad.reshape(d, -1, d), 0, 1).reshape(lead + (d, d))
 
 
-def optimal_risk(X, Y, v, loss: str | Loss = "logistic") -> float:
+def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
     """The lower bound L* = (1/n) sum_i loss(max_t gamma_it) of the risk at every p.
 
     L* is the infimum of the risk when ATT-SVM(opt) is feasible (some p ranks every optimal token
@@ -208,7 +214,7 @@ def _optimal_risk(gamma: np.ndarray, loss: Loss) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-def excess_risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray:
+def excess_risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Excess risk L(p) - L* (see :func:`optimal_risk`), shape (...) for p of shape (..., d)."""
     prob, P, lead = _prepare(X, Y, v, p, W)
     return _excess_risk(prob, P, get_loss(loss)).reshape(lead)
@@ -217,75 +223,6 @@ def excess_risk(X, Y, v, p, W=None, loss: str | Loss = "logistic") -> np.ndarray
 def _excess_risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
     """L(p) - L* (B,) at validated prompts P (B, d)."""
     return _risk(prob, P, loss) - _optimal_risk(prob.scores, loss)
-
-
-def excess_risk_on_plane(X, Y, v, W=None, loss: str | Loss = "logistic",
-                         extent=(-4.0, 8.0, -3.0, 7.0), resolution: int = 161):
-    """The excess risk L(p) - L* over a grid of prompts in the plane of p's first two coordinates.
-
-    The other coordinates of p are 0. ``extent`` is (p1_min, p1_max, p2_min, p2_max).
-    Returns (p1 (r,), p2 (r,), gap (r, r)) with gap[j, k] at p = (p1[k], p2[j], 0, ...).
-    """
-    prob = _plane_problem(X, Y, v, W)
-    loss = get_loss(loss)
-    extent = _checks.as_float_array(extent, "extent")
-    if extent.shape != (4,) or not np.all(np.isfinite(extent)) or extent[0] >= extent[1] \
-            or extent[2] >= extent[3]:
-        raise ValueError(f"extent: expected finite (p1_min, p1_max, p2_min, p2_max) with min < max, "
-                         f"got {extent.tolist()}")
-    resolution = _checks.positive_int(resolution, "resolution", minimum=2)
-    _affordable_prompts("resolution", resolution, resolution ** 2, prob.shape)
-    p1 = np.linspace(extent[0], extent[1], resolution)
-    p2 = np.linspace(extent[2], extent[3], resolution)
-    P = np.zeros((resolution, resolution, prob.shape[2]))
-    P[..., 0], P[..., 1] = np.meshgrid(p1, p2)
-    gap = _excess_risk(prob, P.reshape(-1, prob.shape[2]), loss)
-    return p1, p2, gap.reshape(resolution, resolution)
-
-
-def excess_risk_on_rays(X, Y, v, directions, W=None, radii=None, loss: str | Loss = "logistic"):
-    """Excess risk L(R u) - L* along rays R u, u = direction / ||direction||.
-
-    directions : (k, d) non-zero directions; radii : (m,) values of R, default 81 in [0, 20].
-    Returns (radii (m,), gaps (k, m)).
-    """
-    prob = problem(X, Y, v, W)
-    loss = get_loss(loss)
-    d = prob.shape[2]
-    U = _checks.finite(_checks.as_float_array(directions, "directions"), "directions")
-    if U.ndim != 2 or U.shape[1] != d:
-        raise ValueError(f"directions: expected shape (k, {d}), got {U.shape}")
-    norms = np.max(np.abs(U), axis=1, keepdims=True)
-    if np.any(norms == 0):
-        raise ValueError("directions: every direction must be non-zero")
-    U = U / norms  # first by the largest entry, so that the norm cannot overflow
-    norms = np.linalg.norm(U, axis=1, keepdims=True)
-    if radii is None:
-        radii = np.linspace(0.0, 20.0, 81)
-    radii = _checks.finite(_checks.as_float_array(radii, "radii"), "radii")
-    if radii.ndim != 1:
-        raise ValueError(f"radii: expected shape (m,), got {radii.shape}")
-    _affordable_prompts("radii", f"<{len(radii)} values>", len(U) * len(radii), prob.shape)
-    P = (radii[None, :, None] * (U / norms)[:, None, :]).reshape(-1, d)
-    return radii, _excess_risk(prob, P, loss).reshape(len(U), len(radii))
-
-
-def excess_risk_on_circle(X, Y, v, R: float, W=None, loss: str | Loss = "logistic", num: int = 721):
-    """Excess risk L(R u) - L* on the circle of radius R in the (p1, p2) plane (p3, ... = 0).
-
-    Returns (angles in degrees (num,) from -180 to 180, excess risk (num,)); the paper's
-    instances attend to the first two coordinates, so this circle holds every prompt of norm R
-    that matters. The best direction on the circle is ``angles[np.argmin(excess)]``.
-    """
-    prob = _plane_problem(X, Y, v, W)
-    loss = get_loss(loss)
-    R = _checks.positive_float(R, "R")
-    num = _checks.positive_int(num, "num", minimum=2)
-    _affordable_prompts("num", num, num, prob.shape)
-    theta = np.linspace(-180.0, 180.0, num)
-    ring = np.zeros((num, prob.shape[2]))
-    ring[:, 0], ring[:, 1] = R * np.cos(np.radians(theta)), R * np.sin(np.radians(theta))
-    return theta, _excess_risk(prob, ring, loss)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,17 +320,3 @@ def _prepare(X, Y, v, p, W):
     return prob, p.reshape(-1, prob.shape[2]), p.shape[:-1]
 
 
-def _affordable_prompts(name: str, value, count: int, shape: tuple) -> None:
-    """Refuse a family of ``count`` prompts whose risks cost more than the library's limits
-    (per prompt: n T d multiply-adds, and the prompt and its n T attention weights in memory)."""
-    n, T, d = shape
-    _checks.affordable(name, value, float(count) * n * T * d, 8.0 * count * (d + 2 * n * T),
-                       "evaluating the risk at every prompt")
-
-
-def _plane_problem(X, Y, v, W) -> Problem:
-    """The validated problem of an instance whose prompts have a (p1, p2) plane, i.e. d >= 2."""
-    prob = problem(X, Y, v, W)
-    if prob.shape[2] < 2:
-        raise ValueError(f"X: the prompt plane needs d >= 2, got d={prob.shape[2]}")
-    return prob

@@ -35,7 +35,7 @@ def _optimal_indices(gamma: np.ndarray) -> np.ndarray:
     return np.argmax(gamma, axis=1)
 
 
-def support_tokens(X, alpha, W=None) -> np.ndarray:
+def support_tokens(X, alpha, *, W=None) -> np.ndarray:
     """(n, T) bool mask of support tokens T_i(alpha): the tight constraints of ATT-SVM(alpha)."""
     K, alpha, relaxed = _att_inputs(X, alpha, W, None)
     return _att_svm(K, alpha, relaxed).support
@@ -51,7 +51,7 @@ class Selection:
     violations: tuple[tuple[int, int], ...]  # (i, t): support token t scores >= the selected token
 
 
-def check_selection(X, Y, v, alpha, W=None) -> Selection:
+def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
     """Solve ATT-SVM(alpha) and test the local-optimality condition on its support tokens.
 
     Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible.
@@ -71,7 +71,7 @@ def _check_selection(prob: Problem, alpha: np.ndarray) -> Selection:
     return Selection(tuple(int(a) for a in alpha), result, not violations, violations)
 
 
-def is_locally_optimal(X, Y, v, alpha, W=None) -> bool:
+def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
     """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible)."""
     prob = problem(X, Y, v, W)
     alpha = _checks.indices(alpha, *prob.shape[:2])
@@ -105,7 +105,7 @@ def enumeration_cost(selectable: list[int], T: int, d: int) -> float:
     return cost
 
 
-def feasible_selections(X, Y, v, W=None, max_cost: float = MAX_COST) -> list[Selection]:
+def feasible_selections(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> list[Selection]:
     """Every feasible selection, each with its ATT-SVM and local-optimality verdict.
 
     Depth-first over sequences: a partial selection that no prompt can realise on the first k
@@ -157,7 +157,7 @@ def _feasible_selections(prob: Problem, max_cost: float) -> list[Selection]:
     return found
 
 
-def locally_optimal_indices(X, Y, v, W=None, max_cost: float = MAX_COST) -> list[tuple[int, ...]]:
+def locally_optimal_indices(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> list[tuple[int, ...]]:
     """All locally-optimal selections of a small instance, as tuples of token indices.
 
     ``max_cost`` bounds the work as in :func:`feasible_selections` (default: about 10 s).
@@ -202,7 +202,7 @@ class SelectionCensus:
         return self.global_selection in self.locally_optimal
 
 
-def selection_census(X, Y, v, W=None, max_cost: float = MAX_COST) -> SelectionCensus:
+def selection_census(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> SelectionCensus:
     """Enumerate the selections of a small instance and count the feasible and locally-optimal ones.
 
     Parameters

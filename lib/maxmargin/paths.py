@@ -18,7 +18,7 @@ import numpy as np
 from . import _checks, _kernels
 from ._least_distance import norm as vector_norm
 from ._least_distance import row_norms
-from .heads import MLPHead, head_objective
+from .heads import MLPHead, _head_objective
 from .losses import Loss, get_loss
 from .model import _risk, _risk_grad
 from .problem import Problem, keyed, problem
@@ -32,7 +32,7 @@ class RegularizationPath:
     ----------
     radii : (k,) the radii R, increasing.
     points : (k, d) the returned p_bar(R).
-    losses : (k,) L(p_bar(R)).
+    risk : (k,) L(p_bar(R)).
     grad_norms : (k,) ||grad L(p_bar(R))||.
     kkt : (k,) absolute KKT residual min_{lambda >= 0} ||grad L + sum_j lambda_j grad c_j|| over
         the active constraints c_j <= 0 (the ball, and the cone if given).
@@ -48,7 +48,7 @@ class RegularizationPath:
 
     radii: np.ndarray
     points: np.ndarray
-    losses: np.ndarray
+    risk: np.ndarray
     grad_norms: np.ndarray
     kkt: np.ndarray
     kkt_relative: np.ndarray
@@ -57,15 +57,17 @@ class RegularizationPath:
     on_cone: np.ndarray
     cone: tuple | None = None
 
+    losses = _checks.renamed("RegularizationPath", "losses", "risk", "L(p_bar(R)) at each radius")
+
     @property
     def directions(self) -> np.ndarray:
         """(k, d) unit vectors p_bar(R) / ||p_bar(R)||."""
         return self.points / row_norms(self.points)[:, None]
 
     def cosine(self, direction) -> np.ndarray:
-        """(k,) cosine of each p_bar(R) with ``direction`` (d,)."""
-        u = np.asarray(direction, dtype=np.float64)
-        return self.directions @ (u / np.linalg.norm(u))
+        """(k,) cosine of each p_bar(R) with ``direction`` (d,) (see :func:`maxmargin.cosine`)."""
+        d = self.points.shape[-1]
+        return _kernels.cosine(self.points, _checks.direction(direction, self.points.shape, f"({d},)"))
 
     def is_stationary(self, rtol: float = 1e-6, atol: float = 1e-12) -> np.ndarray:
         """(k,) bool: kkt <= max(rtol * ||grad||, atol) on active constraints, ||grad|| <= atol inside."""
@@ -73,7 +75,7 @@ class RegularizationPath:
         return np.where(active, self.kkt <= np.maximum(rtol * self.grad_norms, atol), self.grad_norms <= atol)
 
 
-def regularization_path(X, Y, v, radii, W=None, loss: str | Loss = "logistic", starts: int = 8,
+def regularization_path(X, Y, v, radii, *, W=None, loss: str | Loss = "logistic", starts: int = 8,
                         seed: int = 0, steps: int = 300, cone=None) -> RegularizationPath:
     """The regularization path p_bar(R) = argmin_{||p|| <= R} L(p) for increasing radii.
 
@@ -170,7 +172,7 @@ def _path(K, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
                               boundary, on_cone, cone)
 
 
-def local_regularization_path(X, Y, v, radii, direction, angle: float, W=None,
+def local_regularization_path(X, Y, v, radii, direction, angle: float, *, W=None,
                               loss: str | Loss = "logistic", starts: int = 8, seed: int = 0,
                               steps: int = 300) -> RegularizationPath:
     """The local path: argmin L(p) over ||p|| <= R and angle(p, direction) <= ``angle`` degrees.
@@ -200,7 +202,7 @@ def _objective(prob: Problem, v, loss: Loss):
     """A function (B, d) -> (risks (B,), gradients (B, d)) for the linear or the MLP head, on a
     validated problem and validated prompts."""
     if isinstance(v, MLPHead):
-        return head_objective(prob, v, loss)
+        return _head_objective(prob, v, loss)
 
     def objective(P, need_value=True):
         value = _risk(prob, P, loss) if need_value else None

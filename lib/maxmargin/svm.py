@@ -71,24 +71,35 @@ def _margin(norm: float) -> float:
     return float(np.inf) if norm == 0 else 1.0 / norm
 
 
-class _PromptSolution:
-    """``norm`` and ``direction`` of a result whose solution is the prompt ``p``."""
+class _Solution:
+    """``norm`` and ``direction`` of a max-margin result, from its solution (the field named by
+    ``_solution``: p, v or W), next to its stored ``margin`` = 1 / norm: every SVM result has
+    the three under the same names."""
 
-    p: np.ndarray
+    _solution = "p"
 
     @property
     def norm(self) -> float:
-        """||p||."""
-        return _ldp.norm(self.p)
+        """||solution|| (Frobenius for W), computed without overflow."""
+        return _ldp.norm(getattr(self, self._solution))
 
     @property
     def direction(self) -> np.ndarray:
-        """The unit direction p / ||p||, shape (d,) (zeros when p = 0)."""
-        return self.p / self.norm if self.norm > 0 else np.zeros_like(self.p)
+        """The unit direction solution / ||solution||, same shape (zeros when it is 0)."""
+        solution = getattr(self, self._solution)
+        return solution / self.norm if self.norm > 0 else np.zeros_like(solution)
+
+
+class CvxpyProgram(NamedTuple):
+    """A max-margin problem written out in cvxpy (the ``*_svm_problem`` functions): call
+    ``problem.solve(solver=cp.CLARABEL)``, then read ``variable.value``."""
+
+    problem: cp.Problem
+    variable: cp.Variable
 
 
 @dataclass(frozen=True, eq=False)
-class SVMResult(_PromptSolution):
+class SVMResult(_Solution):
     """Solution of ATT-SVM for one selection ``alpha``.
 
     Attributes
@@ -113,7 +124,7 @@ class SVMResult(_PromptSolution):
 
 
 @dataclass(frozen=True, eq=False)
-class SetSVMResult(_PromptSolution):
+class SetSVMResult(_Solution):
     """Solution of the set version of ATT-SVM (one optimal set of tokens per sequence).
 
     Attributes
@@ -134,7 +145,7 @@ class SetSVMResult(_PromptSolution):
 
 
 @dataclass(frozen=True, eq=False)
-class VSVMResult:
+class VSVMResult(_Solution):
     """Solution of the v-SVM on the selected tokens.
 
     Attributes
@@ -146,41 +157,35 @@ class VSVMResult:
     multipliers : (n,) Lagrange multipliers with v = sum lambda_i Y_i r_i; zero off the support.
     """
 
+    _solution = "v"
+
     v: np.ndarray
     margin: float
     margins: np.ndarray
     support: np.ndarray
     multipliers: np.ndarray
 
-    @property
-    def norm(self) -> float:
-        """||v||."""
-        return _ldp.norm(self.v)
-
 
 @dataclass(frozen=True, eq=False)
-class WSVMResult:
+class WSVMResult(_Solution):
     """Solution of the W-SVM (Frobenius norm) for one selection ``alpha``.
 
     Attributes
     ----------
     W : (d, d) the max-margin key-query matrix W^mm.
-    norm : ||W||_F.
+    margin : 1 / ||W||_F.
     constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W z_i; inf at the selected token.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     alpha : (n,) the selected token of each sequence.
     """
 
+    _solution = "W"
+
     W: np.ndarray
-    norm: float
+    margin: float
     constraints: np.ndarray
     support: np.ndarray
     alpha: np.ndarray
-
-    @property
-    def margin(self) -> float:
-        """1 / ||W||_F."""
-        return _margin(self.norm)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,11 +299,11 @@ def _solver(solver) -> Solver:
     return SOLVERS[solver]
 
 
-def _sum_squares_problem(variable, constraints) -> tuple[cp.Problem, cp.Variable]:
+def _sum_squares_problem(variable, constraints) -> CvxpyProgram:
     """min ||variable||^2 under ``constraints``, as a cvxpy problem."""
     import cvxpy as cp
 
-    return cp.Problem(cp.Minimize(cp.sum_squares(variable)), constraints), variable
+    return CvxpyProgram(cp.Problem(cp.Minimize(cp.sum_squares(variable)), constraints), variable)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -371,12 +376,12 @@ def _att_rows(D: np.ndarray, alpha: np.ndarray, b: np.ndarray):
     return D[seq, tok], b[seq], seq, tok
 
 
-def _att_problem(A: np.ndarray, b_rows: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+def _att_problem(A: np.ndarray, b_rows: np.ndarray) -> CvxpyProgram:
     p = _variable(A.shape[1], "p")
     return _sum_squares_problem(p, [A @ p >= b_rows])
 
 
-def att_svm_problem(X, alpha, W=None, relaxed=None) -> tuple[cp.Problem, cp.Variable]:
+def att_svm_problem(X, alpha, *, W=None, relaxed=None) -> CvxpyProgram:
     """ATT-SVM as a cvxpy problem: min ||p||^2 s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i.
 
     Parameters
@@ -388,7 +393,7 @@ def att_svm_problem(X, alpha, W=None, relaxed=None) -> tuple[cp.Problem, cp.Vari
 
     Returns
     -------
-    (problem, p): the problem, to ``problem.solve(solver=cp.CLARABEL)``, and its variable p (d,).
+    CvxpyProgram (problem, variable), the variable p.
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
     D, b = _att_system(K, alpha, relaxed)
@@ -396,7 +401,7 @@ def att_svm_problem(X, alpha, W=None, relaxed=None) -> tuple[cp.Problem, cp.Vari
     return _att_problem(A, b_rows)
 
 
-def att_svm(X, alpha, W=None, relaxed=None, solver: str = "fast", tol: float = 1e-8) -> SVMResult:
+def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float = 1e-8) -> SVMResult:
     """Max-margin token selection (ATT-SVM) for the selection ``alpha``.
 
     Solves p^mm = argmin ||p|| s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i for every sequence i
@@ -462,7 +467,7 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
     )
 
 
-def is_feasible(X, alpha, W=None, relaxed=None) -> bool:
+def is_feasible(X, alpha, *, W=None, relaxed=None) -> bool:
     """Whether ATT-SVM for ``alpha`` has a solution; returns False instead of raising.
 
     Inputs are validated as in :func:`att_svm` (bad shapes still raise). Feasible means: some p
@@ -526,7 +531,7 @@ def _set_rows(K: np.ndarray, sets: np.ndarray):
     return D[equal], np.nonzero(equal)[0], D[~sets], np.nonzero(~sets)[0]
 
 
-def _set_problem(K: np.ndarray, sets: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+def _set_problem(K: np.ndarray, sets: np.ndarray) -> CvxpyProgram:
     equal_rows, above_rows = [], []
     for keys, inside in zip(K, sets):
         O, rest = np.flatnonzero(inside), np.flatnonzero(~inside)
@@ -539,7 +544,7 @@ def _set_problem(K: np.ndarray, sets: np.ndarray) -> tuple[cp.Problem, cp.Variab
     return _sum_squares_problem(p, constraints)
 
 
-def set_svm_problem(X, sets, W=None) -> tuple[cp.Problem, cp.Variable]:
+def set_svm_problem(X, sets, *, W=None) -> CvxpyProgram:
     """Set-SVM as a cvxpy problem, with every pair written out.
 
     min ||p||^2 s.t. (k_it - k_itau)^T p = 0 for t, tau in O_i and
@@ -553,12 +558,12 @@ def set_svm_problem(X, sets, W=None) -> tuple[cp.Problem, cp.Variable]:
 
     Returns
     -------
-    (problem, p)
+    CvxpyProgram (problem, variable), the variable p
     """
     return _set_problem(*_set_inputs(X, sets, W))
 
 
-def set_svm(X, sets, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMResult:
+def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMResult:
     """Max-margin selection of a *set* of tokens per sequence.
 
     Solves argmin ||p|| s.t. (x_it - x_itau)^T W p = 0 for t, tau in O_i and
@@ -626,14 +631,14 @@ def _v_inputs(R, Y):
     return R, _checks.labels(Y, R.shape[0])
 
 
-def _v_problem(R: np.ndarray, Y: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+def _v_problem(R: np.ndarray, Y: np.ndarray) -> CvxpyProgram:
     import cvxpy as cp
 
     v = _variable(R.shape[1], "v")
     return _sum_squares_problem(v, [cp.multiply(Y, R @ v) >= 1])
 
 
-def v_svm_problem(R, Y) -> tuple[cp.Problem, cp.Variable]:
+def v_svm_problem(R, Y) -> CvxpyProgram:
     """v-SVM as a cvxpy problem: min ||v||^2 s.t. Y_i v^T r_i >= 1.
 
     Parameters
@@ -643,12 +648,12 @@ def v_svm_problem(R, Y) -> tuple[cp.Problem, cp.Variable]:
 
     Returns
     -------
-    (problem, v)
+    CvxpyProgram (problem, variable), the variable v
     """
     return _v_problem(*_v_inputs(R, Y))
 
 
-def v_svm(R, Y, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
+def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     """Max-margin classifier through the origin: v^mm = argmin ||v|| s.t. Y_i v^T r_i >= 1.
 
     Parameters
@@ -705,18 +710,19 @@ def _v_infeasible(G: np.ndarray) -> Exception:
 # ----------------------------------------------------------------------------------------------
 
 
-def _w_inputs(X, alpha, Z):
+def _w_inputs(X, alpha, queries):
+    """Validated differences D (n, T, d), alpha (n,) and queries Z, (d,) or (n, d)."""
     X = _checks.tokens(X)
     n, T, d = X.shape
     alpha = _checks.indices(alpha, n, T)
-    if np.ndim(Z) == 1:
-        Z = _checks.vector(Z, d, "Z")
+    if np.ndim(queries) == 1:
+        Z = _checks.vector(queries, d, "queries")
         if not Z.any():
-            raise ValueError("Z: the query vector is zero, so x^T W z = 0 for every W")
+            raise ValueError("queries: the query vector is zero, so x^T W z = 0 for every W")
     else:
-        Z = _checks.batched_vector(Z, d, "Z")
+        Z = _checks.batched_vector(queries, d, "queries")
         if Z.shape != (n, d):
-            raise ValueError(f"Z: expected shape ({d},) or ({n}, {d}), got {Z.shape}")
+            raise ValueError(f"queries: expected shape ({d},) or ({n}, {d}), got {Z.shape}")
     return _differences(X, alpha), alpha, Z
 
 
@@ -733,7 +739,7 @@ def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
     return G, seq, tok
 
 
-def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> tuple[cp.Problem, cp.Variable]:
+def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> CvxpyProgram:
     import cvxpy as cp
 
     n, T, d = D.shape
@@ -743,26 +749,26 @@ def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> tuple[cp.Prob
     return _sum_squares_problem(W, [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1])
 
 
-def w_svm_problem(X, alpha, Z) -> tuple[cp.Problem, cp.Variable]:
+def w_svm_problem(X, alpha, *, queries) -> CvxpyProgram:
     """W-SVM as a cvxpy problem: min ||W||_F^2 s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
 
     Parameters
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
-    Z : (n, d) one query per sequence, or (d,) one query for all.
+    queries : (n, d) one query per sequence, or (d,) one query for all.
 
     Returns
     -------
-    (problem, W) with W a (d, d) variable.
+    CvxpyProgram (problem, variable) with the variable W (d, d).
     """
-    return _w_problem(*_w_inputs(X, alpha, Z))
+    return _w_problem(*_w_inputs(X, alpha, queries))
 
 
-def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
+def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     """Max-margin key-query matrix: W^mm = argmin ||W||_F s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
 
-    With one query ``Z = p`` of shape (d,) for every sequence the fast solver uses the closed
+    With one query ``queries = p`` of shape (d,) for every sequence the fast solver uses the closed
     form W^mm = u^mm p^T / ||p||^2 with u^mm the ATT-SVM solution on the raw tokens (W = I):
     the constraints only see u = W p, and the smallest W with W p = u is u p^T / ||p||^2.
 
@@ -770,7 +776,7 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
-    Z : (n, d) the query z_i of each sequence (self-attention), or (d,) one query p for all.
+    queries : (n, d) the query z_i of each sequence (self-attention), or (d,) one query p for all.
     solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
     tol : relative tolerance for a constraint to count as tight:
         |value - 1| <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F).
@@ -784,7 +790,7 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
     ValueError : bad inputs, or no W ranks every selected token first.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
     """
-    D, alpha, Z = _w_inputs(X, alpha, Z)
+    D, alpha, Z = _w_inputs(X, alpha, queries)
     solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     n, T, d = D.shape
@@ -801,13 +807,13 @@ def w_svm(X, alpha, Z, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
         program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
     W = _run(solve, program, lambda: _w_infeasible(D, alpha, Z), "X")[0]
 
-    queries = np.broadcast_to(Z, (n, d))
-    values = np.where(others, np.einsum("ita,ab,ib->it", D, W, queries), np.inf)
+    each = np.broadcast_to(Z, (n, d))
+    values = np.where(others, np.einsum("ita,ab,ib->it", D, W, each), np.inf)
     norm = _ldp.norm(W)
-    sizes = _sizes(D) * _ldp.row_norms(queries)[:, None]
+    sizes = _sizes(D) * _ldp.row_norms(each)[:, None]
     return WSVMResult(
         W=_readonly(W),
-        norm=norm,
+        margin=_margin(norm),
         constraints=_readonly(values),
         support=_readonly(others & _tight(values, 1.0, sizes, norm, tol)),
         alpha=_readonly(alpha),
@@ -838,7 +844,7 @@ class JointSVMs(NamedTuple):
     full: SVMResult      # the ordinary ATT-SVM of the selection
 
 
-def joint_svms(X, Y, alpha, W=None) -> JointSVMs:
+def joint_svms(X, Y, alpha, *, W=None) -> JointSVMs:
     """v-SVM on the selected tokens r_i = x_{i,alpha_i}, the relaxed p-SVM and the full ATT-SVM.
 
     X : (n, T, d) tokens; Y : (n,) labels; alpha : (n,) selected token of each sequence;

@@ -32,7 +32,7 @@ class Trajectory:
     Attributes
     ----------
     p : (R, B, d) iterates at the recorded steps; p[0] is the initialization, p[-1] the last.
-    loss : (R, B) risk at each recorded iterate.
+    risk : (R, B) the risk L(p) (the mean loss) at each recorded iterate.
     tracked_attention : (R, B, n) attention weight on token ``tracked[i]`` of sequence i.
     other_attention : (R, B, n) attention on all the other tokens, summed; computed from
         the small weights themselves, so it stays accurate far below 1e-16.
@@ -42,7 +42,7 @@ class Trajectory:
     """
 
     p: np.ndarray
-    loss: np.ndarray
+    risk: np.ndarray
     tracked_attention: np.ndarray
     other_attention: np.ndarray
     tracked: np.ndarray
@@ -51,14 +51,17 @@ class Trajectory:
     normalized: bool
     steps: np.ndarray
 
+    loss = _checks.renamed("Trajectory", "loss", "risk", "the risk at each recorded iterate")
+
     @property
     def norms(self) -> np.ndarray:
         """(R, B) Euclidean norms of the recorded iterates."""
         return np.linalg.norm(self.p, axis=-1)
 
     def cosine(self, direction) -> np.ndarray:
-        """(R, B) cosine similarity of each recorded iterate with ``direction`` (d,); 0 at p = 0."""
-        return _cosine(self.p, _checks.vector(direction, self.p.shape[-1], "direction"))
+        """(R, B) cosine of each recorded iterate with ``direction`` (d,) (see :func:`cosine`)."""
+        d = self.p.shape[-1]
+        return _kernels.cosine(self.p, _checks.direction(direction, self.p.shape, f"({d},)"))
 
     def selected_tokens(self) -> np.ndarray:
         """(B, n) index of the token with the largest final attention in each sequence."""
@@ -70,6 +73,8 @@ def cosine(a, b) -> np.ndarray:
 
     Finite vectors of any size (each is first divided by its largest entry, so no norm
     overflows); NaN or inf, or shapes that do not broadcast, raise a ValueError naming a or b.
+    The ``cosine(direction)`` methods of the results follow the same rule for their iterates
+    (0 at an iterate equal to 0) and refuse a zero ``direction``, which has no angle.
     """
     a = _checks.finite(_checks.as_float_array(a, "a"), "a")
     b = _checks.finite(_checks.as_float_array(b, "b"), "b")
@@ -80,24 +85,10 @@ def cosine(a, b) -> np.ndarray:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         raise ValueError(f"b: shape {b.shape} does not broadcast against a's {a.shape}") from None
-    return _cosine(a, b)
+    return _kernels.cosine(a, b)
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """:func:`cosine` of validated finite arrays that broadcast along their last axis."""
-    a, b = _unit_scale(a), _unit_scale(b)
-    denom = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
-    dots = np.sum(a * b, axis=-1)
-    return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
-
-
-def _unit_scale(a: np.ndarray) -> np.ndarray:
-    """Each vector (last axis) divided by its largest |entry| (zero vectors kept)."""
-    top = np.max(np.abs(a), axis=-1, keepdims=True)
-    return a / np.where(top > 0, top, 1.0)
-
-
-def gd(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
+def gd(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "logistic",
        normalized: bool = False, eps: float = 1e-12, track=None,
        record_every: int | None = 1) -> Trajectory:
     """Gradient descent on the prompt p with v and W fixed, batched over initializations.
@@ -136,7 +127,7 @@ def _gd(prob: Problem, P: np.ndarray, steps: int, lr: float, loss: Loss, normali
     tracked = np.argmax(gamma, axis=1) if tracked is None else tracked
     run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None],
                    record, "gd")
-    return Trajectory(run.path[:, 0], run.loss[:, 0], run.on[:, 0], run.off[:, 0], tracked,
+    return Trajectory(run.path[:, 0], run.risk[:, 0], run.on[:, 0], run.off[:, 0], tracked,
                       run.final[0], lr, normalized, record)
 
 
@@ -145,29 +136,22 @@ class StackTrajectory(Trajectory):
     """B gradient-descent runs on p for each of M instances of the same shape (n, T, d).
 
     The fields of :class:`Trajectory` with an instance axis after the record axis: ``p`` is
-    (R, M, B, d), ``loss`` (R, M, B), ``tracked_attention`` and ``other_attention``
+    (R, M, B, d), ``risk`` (R, M, B), ``tracked_attention`` and ``other_attention``
     (R, M, B, n), ``tracked`` (M, n), ``final_attention`` (M, B, n, T), ``steps`` (R,).
     """
 
-    def cosine(self, directions) -> np.ndarray:
-        """(R, M, B) cosine of each iterate with its instance's direction; ``directions``
-        is (M, d), (M, B, d) for one direction per run, or (d,) shared by every run."""
+    def cosine(self, direction) -> np.ndarray:
+        """(R, M, B) cosine of each iterate with its instance's direction (see :func:`cosine`):
+        ``direction`` is (M, d), (M, B, d) for one direction per run, or (d,) shared by all."""
         _, M, B, d = self.p.shape
-        directions = _checks.finite(_checks.as_float_array(directions, "directions"), "directions")
-        if directions.ndim == 2:
-            directions = directions[:, None, :]
-        try:
-            fits = np.broadcast_shapes(self.p.shape, directions.shape) == self.p.shape
-        except ValueError:
-            fits = False
-        if directions.ndim == 0 or not fits:
-            raise ValueError(f"directions: expected shape ({M}, {d}), ({M}, {B}, {d}) or ({d},) "
-                             f"(or one that broadcasts to the iterates' {self.p.shape}), got "
-                             f"{directions.shape}")
-        return _cosine(self.p, directions)
+        u = _checks.finite(_checks.as_float_array(direction, "direction"), "direction")
+        if u.ndim == 2:
+            u = u[:, None, :]
+        u = _checks.direction(u, self.p.shape, f"({M}, {d}), ({M}, {B}, {d}) or ({d},)")
+        return _kernels.cosine(self.p, u)
 
 
-def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
+def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "logistic",
              normalized: bool = False, eps: float = 1e-12, track=None,
              record_every: int | None = 1) -> StackTrajectory:
     """Gradient descent on p for a stack of M instances, B starts each, as one array program.
@@ -235,7 +219,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, W=None, loss: str | Loss = "log
 
     run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked,
                    record, "gd_stack")
-    return StackTrajectory(run.path, run.loss, run.on, run.off, tracked, run.final, lr, normalized,
+    return StackTrajectory(run.path, run.risk, run.on, run.off, tracked, run.final, lr, normalized,
                            record)
 
 
@@ -244,7 +228,7 @@ class _Records:
     """What :func:`_descend` records for M instances x B runs at R steps."""
 
     path: np.ndarray   # (R, M, B, d)
-    loss: np.ndarray   # (R, M, B)
+    risk: np.ndarray   # (R, M, B)
     on: np.ndarray     # (R, M, B, n) attention on the tracked tokens
     off: np.ndarray    # (R, M, B, n) attention on all other tokens, summed
     final: np.ndarray  # (M, B, n, T) attention at the last iterate
@@ -268,7 +252,7 @@ def _loss_code(loss: Loss) -> int | None:
     return None
 
 
-def engine(work: float = float("inf")) -> str:
+def engine(*, work: float = float("inf")) -> str:
     """The GD engine on p for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
 
     Chosen by the environment variable MAXMARGIN_ENGINE: "auto" (the default: compiled when numba
@@ -309,7 +293,8 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, cal
     validated inputs. Runs the compiled kernel for the three built-in losses when numba is there,
     the torch loop otherwise; ``caller`` names the public function in error messages."""
     M, n, T, d = K.shape
-    if _loss_code(loss) is not None and engine(M * P.shape[1] * (steps + 1) * n * T * d) == "compiled":
+    work = M * P.shape[1] * (steps + 1) * n * T * d
+    if _loss_code(loss) is not None and engine(work=work) == "compiled":
         return _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
                                  caller)
     return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller)
@@ -439,25 +424,28 @@ def _record_steps(steps: int, record_every) -> np.ndarray:
 @dataclass(frozen=True)
 class WTrajectory:
     """A batch of B gradient-descent runs on W recorded at R steps: ``W`` is (R, B, d, d),
-    ``loss`` (R, B), ``steps`` (R,) the step index of each record."""
+    ``risk`` (R, B), ``steps`` (R,) the step index of each record."""
 
     W: np.ndarray
-    loss: np.ndarray
+    risk: np.ndarray
     lr: float
     normalized: bool
     steps: np.ndarray
 
+    loss = _checks.renamed("WTrajectory", "loss", "risk", "the risk at each recorded iterate")
+
     def cosine(self, direction) -> np.ndarray:
-        """(R, B) Frobenius cosine of each recorded iterate with the matrix ``direction`` (d, d)."""
+        """(R, B) Frobenius cosine of each recorded iterate with the matrix ``direction`` (d, d)
+        (see :func:`cosine`)."""
         flat = self.W.reshape(self.W.shape[:2] + (-1,))
         d = self.W.shape[-1]
-        direction = _checks.finite(_checks.as_float_array(direction, "direction"), "direction")
-        if direction.size != d * d:
-            raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {direction.shape}")
-        return _cosine(flat, direction.reshape(-1))
+        u = _checks.finite(_checks.as_float_array(direction, "direction"), "direction")
+        if u.size != d * d:
+            raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
+        return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
 
 
-def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logistic",
+def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "logistic",
          normalized: bool = False, eps: float = 1e-12,
          record_every: int | None = 1) -> WTrajectory:
     """Gradient descent on the key-query matrix W with fixed queries, batched over initializations.
@@ -518,14 +506,14 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, loss: str | Loss = "logist
 class JointTrajectory:
     """A batch of B joint runs on (v, p), recorded at R steps.
 
-    ``v`` and ``p`` are (R, B, d); ``loss`` and ``probability`` (the mean over sequences of
+    ``v`` and ``p`` are (R, B, d); ``risk`` and ``probability`` (the mean over sequences of
     sigmoid(Y_i f(X_i))) are (R, B); ``tracked_attention`` is (R, B, n); ``steps`` (R,) the step
     index of each record.
     """
 
     v: np.ndarray
     p: np.ndarray
-    loss: np.ndarray
+    risk: np.ndarray
     probability: np.ndarray
     tracked_attention: np.ndarray
     tracked: np.ndarray
@@ -533,14 +521,17 @@ class JointTrajectory:
     normalized: bool
     steps: np.ndarray
 
+    loss = _checks.renamed("JointTrajectory", "loss", "risk", "the risk at each recorded iterate")
 
-def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "logistic",
-             normalized: bool = True, eps_v: float = 1e-12, eps_p: float = 1e-12,
+
+def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
+             loss: str | Loss = "logistic", eps_v: float = 1e-12, eps_p: float = 1e-12,
              track=None, record_every: int | None = 1) -> JointTrajectory:
     """Gradient descent on v and p together, batched over initializations.
 
-    ``v0`` and ``p0`` are (d,) or (B, d) (broadcast against each other). With ``normalized`` the
-    two gradients are normalized separately. ``track`` (n,) are the token indices whose attention is
+    ``v0`` and ``p0`` are (d,) or (B, d) (broadcast against each other). ``normalized`` (no
+    default: the paper's joint runs normalize, :func:`gd`'s default does not) normalizes the two
+    gradients separately. ``track`` (n,) are the token indices whose attention is
     recorded; by default the highest-score tokens under the final v. ``record_every`` as in
     :func:`gd`.
     """
@@ -599,42 +590,6 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, W=None, loss: str | Loss = "lo
         tracked = _checks.indices(track, n, T, "track")
     return JointTrajectory(vs, ps, risks, probs, attention[:, np.arange(n), tracked].transpose(0, 2, 1),
                            tracked, lr, normalized, record)
-
-
-def selection_basin(X, Y, v, W=None, extent: float = 8.0, num: int = 61, steps: int = 200,
-                    lr: float = 0.1, sequence: int = 0):
-    """Which token normalized GD selects at step ``steps`` from each start of a grid in the
-    (p1, p2) plane.
-
-    Starts are p0 = (a, b, 0, ...) for a, b on ``np.linspace(-extent, extent, num)``; all runs are
-    one batched :func:`gd` call (``steps`` normalized steps of size ``lr``, eps 1e-12). The label
-    is read off a finite run: a run still turning from one token to another carries the token it
-    leads with at that step, which need not be where it ends (chapter 03 labels its basins by a
-    criterion under which the leading token is final, ``maxmargin.book.ch03.settle``).
-
-    Returns
-    -------
-    (grid (num,), selected (num, num)): the index of the token with the largest attention at
-    step ``steps`` in sequence ``sequence``; row j is b = grid[j], column k is a = grid[k].
-    """
-    prob = problem(X, Y, v, W)
-    n, T, d = prob.shape
-    if d < 2:
-        raise ValueError(f"X: the prompt plane needs d >= 2, got d={d}")
-    extent = _checks.positive_float(extent, "extent")
-    num = _checks.positive_int(num, "num")
-    if isinstance(sequence, bool) or not isinstance(sequence, (int, np.integer)) \
-            or not 0 <= sequence < n:
-        raise ValueError(f"sequence: expected an index in [0, {n}), got {sequence!r}")
-    _checks.affordable("num", num, float(num) ** 2 * n * T * d, 8.0 * num ** 2 * (d + n * T),
-                       "a grid of num x num starts")
-    steps, lr, loss, eps = _settings(steps, lr, LOGISTIC, eps=1e-12)
-    grid = np.linspace(-extent, extent, num)
-    A, B = np.meshgrid(grid, grid)
-    p0 = np.zeros((A.size, d))
-    p0[:, 0], p0[:, 1] = A.ravel(), B.ravel()
-    run = _gd(prob, p0, steps, lr, loss, True, eps, None, 1)
-    return grid, run.selected_tokens()[:, sequence].reshape(num, num)
 
 
 def _settings(steps, lr, loss, **eps) -> tuple:

@@ -77,7 +77,7 @@ class TrapSet:
     minimal: bool = True
 
 
-def trap_sets(X, Y, v, W=None, *, max_sequences: int = 12,
+def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
               minimal_only: bool = True) -> list[TrapSet]:
     """The trap sets of an instance (see the module docstring for the criterion): the minimal
     ones by default, every one with ``minimal_only=False``.

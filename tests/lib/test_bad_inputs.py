@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import maxmargin as mm
+from maxmargin.book import landscape
 from maxmargin.nn import PromptAttention
 
 mpmath.mp.dps = 80
@@ -91,18 +92,18 @@ HUGE_PROMPTS = {
 def test_attention_risk_gradient_and_output_at_huge_prompts(name):
     q = HUGE_PROMPTS[name]
     att, outs, total, grad = mp_model(X, Y, v, q, W)
-    np.testing.assert_allclose(mm.attention(X, q, W), to_float(att), rtol=1e-13, atol=1e-300)
-    np.testing.assert_allclose(mm.predict(X, v, q, W), to_float(outs), rtol=1e-13)
-    assert mm.risk(X, Y, v, q, W) == pytest.approx(float(total), rel=1e-13)
-    np.testing.assert_allclose(mm.risk_grad(X, Y, v, q, W), to_float(grad), rtol=1e-12, atol=1e-300)
-    gap = mm.excess_risk(X, Y, v, q, W)
+    np.testing.assert_allclose(mm.attention(X, q, W=W), to_float(att), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(mm.predict(X, v, q, W=W), to_float(outs), rtol=1e-13)
+    assert mm.risk(X, Y, v, q, W=W) == pytest.approx(float(total), rel=1e-13)
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, q, W=W), to_float(grad), rtol=1e-12, atol=1e-300)
+    gap = mm.excess_risk(X, Y, v, q, W=W)
     assert np.isfinite(gap) and gap >= 0
 
 
 def test_batched_huge_and_ordinary_prompts_together():
     """A batch that mixes a huge prompt with ordinary ones: each row still matches mpmath."""
     batch = np.stack([p, 1e308 * U, -p])
-    got = mm.risk_grad(X, Y, v, batch, W)
+    got = mm.risk_grad(X, Y, v, batch, W=W)
     for row, q in zip(got, batch):
         np.testing.assert_allclose(row, to_float(mp_model(X, Y, v, q, W)[3]), rtol=1e-12, atol=1e-300)
 
@@ -112,7 +113,7 @@ def test_huge_keys_with_ordinary_prompt():
     Xh = X * 1e300
     q = np.array([10.0, 3.0, 0.0])
     att = mp_model(Xh, Y, np.array([0.0, 0.0, 1e-300]), q, W)[0]
-    np.testing.assert_allclose(mm.attention(Xh, q, W), to_float(att), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(mm.attention(Xh, q, W=W), to_float(att), rtol=1e-13, atol=1e-300)
 
 
 def tiny_exponential_instance():
@@ -157,10 +158,11 @@ def test_exponential_risk_is_finite_when_its_mean_is_representable():
 def test_exponential_risk_beyond_float64_names_v(call):
     """v = (0, 0, -1e5): the exponential risk is about e^{57000}, which no float64 holds."""
     far = np.array([0.0, 0.0, -1e5])
-    args = {"risk": (X, Y, far, p, W), "risk_grad": (X, Y, far, p, W), "risk_grad_v": (X, Y, far, p, W),
-            "optimal_risk": (X, Y, far), "excess_risk": (X, Y, far, p, W)}[call]
+    args = {"risk": (X, Y, far, p), "risk_grad": (X, Y, far, p), "risk_grad_v": (X, Y, far, p),
+            "optimal_risk": (X, Y, far), "excess_risk": (X, Y, far, p)}[call]
+    keys = {} if call == "optimal_risk" else {"W": W}
     with pytest.raises(ValueError, match=r"^v: .*exponential.*float64"):
-        getattr(mm, call)(*args, loss="exponential")
+        getattr(mm, call)(*args, loss="exponential", **keys)
 
 
 def test_exponential_risk_W_beyond_float64_names_v():
@@ -178,17 +180,17 @@ def test_large_margins_keep_the_mean_finite(loss):
 
 def test_logits_beyond_float64_name_p():
     with pytest.raises(ValueError, match=r"^p: .*logits.*float64"):
-        mm.logits(X, np.array([1.5e308, 1.5e308, 0.0]), np.eye(3) * 1e10)
+        mm.logits(X, np.array([1.5e308, 1.5e308, 0.0]), W=np.eye(3) * 1e10)
 
 
 def test_keys_beyond_float64_name_W():
     with pytest.raises(ValueError, match=r"^W: .*keys.*float64"):
-        mm.attention(X, p, np.full((3, 3), 1.7e308))
+        mm.attention(X, p, W=np.full((3, 3), 1.7e308))
 
 
 def test_scores_beyond_float64_name_v():
     with pytest.raises(ValueError, match=r"^v: .*scores.*float64"):
-        mm.risk(X * 1e300, Y, np.array([1e10, 0.0, 1e10]), p, W)
+        mm.risk(X * 1e300, Y, np.array([1e10, 0.0, 1e10]), p, W=W)
 
 
 @pytest.mark.parametrize("scale", [1e308, 1e200])
@@ -207,7 +209,7 @@ def test_softmax_of_extreme_finite_logits():
 
 
 def test_excess_risk_on_rays_at_huge_radii():
-    radii, gaps = mm.excess_risk_on_rays(X, Y, v, U[None], W, radii=[1.0, 1e308])
+    radii, gaps = landscape.excess_risk_on_rays(X, Y, v, U[None], W=W, radii=[1.0, 1e308])
     assert np.all(np.isfinite(gaps)) and gaps[0, 1] <= gaps[0, 0]
 
 
@@ -237,7 +239,7 @@ CASES = [  # (id, call, error, message that must match at the start)
     ("random seed str", lambda: mm.data.random_instance(3, 4, 3, "0"), TypeError, r"^seed: "),
     ("gaussian seed None", lambda: mm.data.gaussian_instance(3, 4, 3, None), TypeError, r"^seed: "),
     ("gaussian n bool", lambda: mm.data.gaussian_instance(True, 4, 3, 0), TypeError, r"^n: "),
-    ("fig1_moved x3 NaN", lambda: mm.data.fig1_moved(np.nan), ValueError, r"^x3_score: "),
+    ("fig1_moved x3 NaN", lambda: mm.data.fig1_moved(x3_score=np.nan), ValueError, r"^x3_score: "),
     ("gd normalized 'no'", lambda: mm.gd(X, Y, v, p, 2, 0.1, W=W, normalized="no"), TypeError, r"^normalized: "),
     ("gd normalized None", lambda: mm.gd(X, Y, v, p, 2, 0.1, W=W, normalized=None), TypeError, r"^normalized: "),
     ("gd_stack normalized 1", lambda: mm.gd_stack(X[None], Y[None], v, p, 2, 0.1, normalized=1), TypeError,
@@ -246,10 +248,10 @@ CASES = [  # (id, call, error, message that must match at the start)
      r"^normalized: "),
     ("gd_joint normalized str", lambda: mm.gd_joint(X, Y, v, p, 2, 0.1, normalized="False"), TypeError,
      r"^normalized: "),
-    ("gd_joint v0 p0 do not broadcast", lambda: mm.gd_joint(X, Y, np.ones((2, 3)), np.ones((3, 3)), 2, 0.1),
+    ("gd_joint v0 p0 do not broadcast", lambda: mm.gd_joint(X, Y, np.ones((2, 3)), np.ones((3, 3)), 2, 0.1, normalized=True),
      ValueError, r"^v0: .*p0"),
-    ("gd_joint v0 NaN", lambda: mm.gd_joint(X, Y, nan3, p, 2, 0.1), ValueError, r"^v0: non-finite"),
-    ("gd_joint track wrong length", lambda: mm.gd_joint(X, Y, v, p, 2, 0.1, track=[0, 1]), ValueError,
+    ("gd_joint v0 NaN", lambda: mm.gd_joint(X, Y, nan3, p, 2, 0.1, normalized=True), ValueError, r"^v0: non-finite"),
+    ("gd_joint track wrong length", lambda: mm.gd_joint(X, Y, v, p, 2, 0.1, track=[0, 1], normalized=True), ValueError,
      r"^track: "),
     ("gd_stack M = 0", lambda: mm.gd_stack(X[:0][None][:0], np.ones((0, 3)), v, p, 2, 0.1), ValueError,
      r"^X: .*M"),
@@ -268,7 +270,7 @@ CASES = [  # (id, call, error, message that must match at the start)
     ("gd p0 B = 0", lambda: mm.gd(X, Y, v, np.zeros((0, 3)), 2, 0.1), ValueError, r"^p0: "),
     ("gd v batched", lambda: mm.gd(X, Y, np.ones((2, 3)), p, 2, 0.1), ValueError, r"^v: expected shape \(3,\)"),
     ("gd Y bool", lambda: mm.gd(X, np.array([True, False, True]), v, p, 2, 0.1), ValueError, r"^Y: labels"),
-    ("selection_basin steps bool", lambda: mm.selection_basin(X, Y, v, W, num=3, steps=True), TypeError,
+    ("selection_basin steps bool", lambda: landscape.selection_basin(X, Y, v, W=W, num=3, steps=True), TypeError,
      r"^steps: "),
     ("risk_W queries NaN", lambda: mm.risk_W(X, Y, v, np.eye(3), nan3), ValueError, r"^queries: non-finite"),
     ("risk_W queries strings", lambda: mm.risk_W(X, Y, v, np.eye(3), ["a", "b", "c"]), TypeError, r"^queries: "),
@@ -278,20 +280,20 @@ CASES = [  # (id, call, error, message that must match at the start)
      r"^v: expected shape \(3,\)"),
     ("X empty n = 0", lambda: mm.risk(X[:0], Y[:0], v, p), ValueError, r"^X: .*at least one sequence"),
     ("X d = 0", lambda: mm.attention(np.zeros((2, 3, 0)), np.zeros(0)), ValueError, r"^X: "),
-    ("X T = 1", lambda: mm.risk(X[:, :1], Y, v, p, W), ValueError, r"^X: .*at least 2 tokens"),
-    ("Y length mismatch", lambda: mm.risk_grad(X, Y[:2], v, p, W), ValueError, r"^Y: expected shape \(3,\)"),
-    ("p 0-d", lambda: mm.risk(X, Y, v, 1.0, W), ValueError, r"^p: expected shape"),
-    ("excess rays directions d", lambda: mm.excess_risk_on_rays(X, Y, v, np.ones((2, 4))), ValueError,
+    ("X T = 1", lambda: mm.risk(X[:, :1], Y, v, p, W=W), ValueError, r"^X: .*at least 2 tokens"),
+    ("Y length mismatch", lambda: mm.risk_grad(X, Y[:2], v, p, W=W), ValueError, r"^Y: expected shape \(3,\)"),
+    ("p 0-d", lambda: mm.risk(X, Y, v, 1.0, W=W), ValueError, r"^p: expected shape"),
+    ("excess rays directions d", lambda: landscape.excess_risk_on_rays(X, Y, v, np.ones((2, 4))), ValueError,
      r"^directions: "),
-    ("excess rays directions NaN", lambda: mm.excess_risk_on_rays(X, Y, v, nan3[None]), ValueError,
+    ("excess rays directions NaN", lambda: landscape.excess_risk_on_rays(X, Y, v, nan3[None]), ValueError,
      r"^directions: "),
-    ("excess rays radii NaN", lambda: mm.excess_risk_on_rays(X, Y, v, U[None], radii=[1.0, np.nan]),
+    ("excess rays radii NaN", lambda: landscape.excess_risk_on_rays(X, Y, v, U[None], radii=[1.0, np.nan]),
      ValueError, r"^radii: "),
-    ("excess rays radii 2-D", lambda: mm.excess_risk_on_rays(X, Y, v, U[None], radii=np.ones((2, 2))),
+    ("excess rays radii 2-D", lambda: landscape.excess_risk_on_rays(X, Y, v, U[None], radii=np.ones((2, 2))),
      ValueError, r"^radii: "),
-    ("excess plane resolution bool", lambda: mm.excess_risk_on_plane(X, Y, v, resolution=True), TypeError,
+    ("excess plane resolution bool", lambda: landscape.excess_risk_on_plane(X, Y, v, resolution=True), TypeError,
      r"^resolution: "),
-    ("excess circle R NaN", lambda: mm.excess_risk_on_circle(X, Y, v, np.nan), ValueError, r"^R: "),
+    ("excess circle R NaN", lambda: landscape.excess_risk_on_circle(X, Y, v, np.nan), ValueError, r"^radius: "),
     ("nn d zero", lambda: PromptAttention(0), ValueError, r"^d: "),
     ("nn d float", lambda: PromptAttention(3.0), TypeError, r"^d: "),
     ("nn p wrong length", lambda: PromptAttention(3, p=np.ones(2)), ValueError, r"^p: expected shape \(3,\)"),
@@ -330,7 +332,7 @@ def test_tensors_that_require_grad_are_accepted():
     pt = torch.tensor(p, requires_grad=True)
     vt = torch.tensor(v, requires_grad=True)
     expected = mp_model(X, Y, v, p, W)[2]
-    assert mm.risk(Xt, torch.tensor(Y), vt, pt, W) == pytest.approx(float(expected), rel=1e-13)
+    assert mm.risk(Xt, torch.tensor(Y), vt, pt, W=W) == pytest.approx(float(expected), rel=1e-13)
     run = mm.gd(X, Y, vt, pt, 2, 0.1, W=W)
     assert run.p.shape == (3, 1, 3)
 
@@ -369,12 +371,12 @@ WORK = [
     ("gd steps 1e10", lambda: mm.gd(X, Y, v, p, 10**10, 0.1, W=W), r"^steps: .*(GB|operations)"),
     ("gd_stack steps 1e10", lambda: mm.gd_stack(X[None], Y[None], v, p, 10**10, 0.1), r"^steps: .*(GB|operations)"),
     ("gd_W steps 1e10", lambda: mm.gd_W(X, Y, v, np.eye(3), U, 10**10, 0.1), r"^steps: .*(GB|operations)"),
-    ("gd_joint steps 1e10", lambda: mm.gd_joint(X, Y, v, p, 10**10, 0.1), r"^steps: .*(GB|operations)"),
-    ("selection_basin steps 1e9", lambda: mm.selection_basin(X, Y, v, W, num=61, steps=10**9),
+    ("gd_joint steps 1e10", lambda: mm.gd_joint(X, Y, v, p, 10**10, 0.1, normalized=True), r"^steps: .*(GB|operations)"),
+    ("selection_basin steps 1e9", lambda: landscape.selection_basin(X, Y, v, W=W, num=61, steps=10**9),
      r"^steps: .*(GB|operations)"),
     ("gd big batch", lambda: mm.gd(X, Y, v, np.zeros((10**5, 3)), 10**5, 0.1, W=W), r"^steps: .*GB"),
-    ("plane resolution 1e6", lambda: mm.excess_risk_on_plane(X, Y, v, resolution=10**6), r"^resolution: .*GB"),
-    ("circle num 1e10", lambda: mm.excess_risk_on_circle(X, Y, v, 1.0, num=10**10), r"^num: .*GB"),
+    ("plane resolution 1e6", lambda: landscape.excess_risk_on_plane(X, Y, v, resolution=10**6), r"^resolution: .*GB"),
+    ("circle num 1e10", lambda: landscape.excess_risk_on_circle(X, Y, v, 1.0, num=10**10), r"^num: .*GB"),
 ]
 
 

@@ -90,7 +90,7 @@ def test_scale_w_svm(c, per_sequence, p_x2):
     """With one query z the W-SVM is u z^T / ||z||^2, u the ATT-SVM on the raw tokens."""
     z = np.array([0.6, -0.8])
     Z = np.tile(z, (2, 1)) if per_sequence else z
-    result = mm.w_svm(X2 * c, A2, Z)
+    result = mm.w_svm(X2 * c, A2, queries=Z)
     np.testing.assert_allclose(result.W * c, np.outer(p_x2, z) / (z @ z), rtol=1e-7,
                                atol=1e-9 * np.abs(p_x2).max())
 
@@ -108,8 +108,8 @@ def test_scale_set_svm(c, p_x2):
 def test_scale_locally_optimal_indices(c, figure, expected):
     """The paper's Fig. 1: in (a) only token 0 is locally optimal, in (b) tokens 0 and 1; the
     verdicts depend only on the ordering of scores and on the SVMs, both scale-invariant."""
-    inst = mm.data.fig1(figure)
-    assert mm.locally_optimal_indices(inst.X * c, inst.Y, inst.v, inst.W) == expected
+    inst = mm.data.fig1(variant=figure)
+    assert mm.locally_optimal_indices(inst.X * c, inst.Y, inst.v, W=inst.W) == expected
 
 
 @pytest.mark.parametrize("c", [1e-140, 1e140])
@@ -220,22 +220,22 @@ def limit_loss(inst):
 
 @pytest.mark.parametrize("R", [1e100, 1e160, 1e250])
 def test_radii_huge_radius_reaches_the_limit_loss(R):
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     path = mm.regularization_path(inst.X, inst.Y, inst.v, [R], W=inst.W, starts=4, steps=50)
-    assert path.losses[0] == pytest.approx(limit_loss(inst), rel=1e-9)
+    assert path.risk[0] == pytest.approx(limit_loss(inst), rel=1e-9)
     assert np.linalg.norm(path.points[0] / R) == pytest.approx(1.0, rel=1e-9)
 
 
 @pytest.mark.parametrize("R", [1e300, 1e308])
 def test_radii_beyond_the_representable_range_name_radii(R):
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     with pytest.raises(ValueError, match=r"^radii: .*representable range.*largest accepted"):
         mm.regularization_path(inst.X, inst.Y, inst.v, [1.0, R], W=inst.W)
 
 
 @pytest.mark.parametrize("radii", [[np.inf], [np.nan], [-1.0], [2.0, 1.0], []])
 def test_radii_bad_values_name_radii(radii):
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     with pytest.raises(ValueError, match="^radii: "):
         mm.regularization_path(inst.X, inst.Y, inst.v, radii, W=inst.W)
 
@@ -320,9 +320,9 @@ def test_work_optimal_sets_refuses_at_once():
 @pytest.mark.parametrize("bad, error", [(True, TypeError), ("many", TypeError), (-1.0, ValueError),
                                         (np.nan, ValueError), (0, ValueError)])
 def test_work_bad_caps_are_named(bad, error):
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     with pytest.raises(error, match="^max_cost: "):
-        mm.feasible_selections(inst.X, inst.Y, inst.v, inst.W, max_cost=bad)
+        mm.feasible_selections(inst.X, inst.Y, inst.v, W=inst.W, max_cost=bad)
     rng = np.random.default_rng(0)
     head = mm.mlp_head(rng.normal(size=2), rng.normal(size=(2, 3)))
     with pytest.raises(error, match="^max_work: "):
@@ -335,14 +335,14 @@ def test_work_bad_caps_are_named(bad, error):
 
 BAD_ARGUMENTS = {
     "X with NaN": (lambda: mm.att_svm(np.where(X2 == 0.5, np.nan, X2), A2), ValueError, "^X: non-finite"),
-    "X with inf": (lambda: mm.w_svm(np.where(X2 == 0.5, np.inf, X2), A2, [1.0, 0.0]), ValueError, "^X: non-finite"),
+    "X with inf": (lambda: mm.w_svm(np.where(X2 == 0.5, np.inf, X2), A2, queries=[1.0, 0.0]), ValueError, "^X: non-finite"),
     "X 2-D": (lambda: mm.att_svm(X2[0], [0]), ValueError, "^X: expected shape"),
     "X complex": (lambda: mm.att_svm(X2 + 1j, A2), TypeError, "^X: "),
     "X of strings": (lambda: mm.is_feasible([[["a", "b"]]], [0]), TypeError, "^X: "),
     "alpha float": (lambda: mm.att_svm(X2, [0.5, 0]), TypeError, "^alpha: "),
     "alpha bool": (lambda: mm.att_svm(X2, [True, False]), TypeError, "^alpha: "),
     "alpha out of range": (lambda: mm.att_svm(X2, [0, 3]), ValueError, "^alpha: index 3"),
-    "alpha negative": (lambda: mm.w_svm(X2, [0, -1], [1.0, 0.0]), ValueError, "^alpha: index -1"),
+    "alpha negative": (lambda: mm.w_svm(X2, [0, -1], queries=[1.0, 0.0]), ValueError, "^alpha: index -1"),
     "alpha shape": (lambda: mm.att_svm(X2, [0]), ValueError, "^alpha: expected one index"),
     "W shape": (lambda: mm.att_svm(X2, A2, W=np.eye(3)), ValueError, "^W: expected shape"),
     "W NaN": (lambda: mm.att_svm(X2, A2, W=np.array([[1.0, np.nan], [0, 1]])), ValueError, "^W: non-finite"),
@@ -353,12 +353,13 @@ BAD_ARGUMENTS = {
     "R with NaN": (lambda: mm.v_svm([[1.0, np.nan]], [1.0]), ValueError, "^R: non-finite"),
     "R 1-D": (lambda: mm.v_svm([1.0, 2.0], [1.0, 1.0]), ValueError, "^R: expected shape"),
     "Y zero label": (lambda: mm.v_svm([[1.0, 0.0]], [0.0]), ValueError, "^Y: labels"),
-    "Z zero": (lambda: mm.w_svm(X2, A2, [0.0, 0.0]), ValueError, "^Z: the query vector is zero"),
-    "Z shape": (lambda: mm.w_svm(X2, A2, np.ones((3, 2))), ValueError, "^Z: expected shape"),
+    "queries zero": (lambda: mm.w_svm(X2, A2, queries=[0.0, 0.0]), ValueError, "^queries: the query vector is zero"),
+    "queries shape": (lambda: mm.w_svm(X2, A2, queries=np.ones((3, 2))), ValueError, "^queries: expected shape"),
     "sets all True": (lambda: mm.set_svm(X2, np.ones((2, 3), bool)), ValueError, "^sets: "),
     "G with inf": (lambda: mm.least_distance([[np.inf, 0.0]], [1.0]), ValueError, "^G: non-finite"),
     "h with NaN": (lambda: mm.least_distance([[1.0, 0.0]], [np.nan]), ValueError, "^h: non-finite"),
-    "least_distance tol": (lambda: mm.least_distance([[1.0, 0.0]], [1.0], tol=-1.0), ValueError, "^tol: "),
+    "least_distance tol": (lambda: mm.least_distance([[1.0, 0.0]], [1.0], feasibility_tol=-1.0), ValueError,
+                          "^feasibility_tol: "),
     # starts=0 used to pass validation and fail later unpacking None (no start at the first radius)
     "path starts zero": (lambda: _fig1a_path(starts=0), ValueError, "^starts: must be >= 1"),
     "path seed negative": (lambda: _fig1a_path(seed=-1), ValueError, "^seed: must be >= 0"),
@@ -367,7 +368,7 @@ BAD_ARGUMENTS = {
 
 
 def _fig1a_path(**kwargs):
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     return mm.regularization_path(inst.X, inst.Y, inst.v, [1.0], W=inst.W, steps=5, **kwargs)
 
 

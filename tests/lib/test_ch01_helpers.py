@@ -8,7 +8,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin.book import explore, plots  # noqa: E402
+from maxmargin.book import explore, landscape, plots  # noqa: E402
 
 
 def reference_risk(X, Y, v, W, p):
@@ -32,7 +32,7 @@ def close_figures():
 
 def test_risk_gap_grid_matches_direct_evaluation():
     inst = mm.data.fig2()
-    p1, p2, gap = mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, extent=(-2, 3, -1, 4),
+    p1, p2, gap = landscape.excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, extent=(-2, 3, -1, 4),
                                       resolution=7)
     assert p1.shape == p2.shape == (7,) and gap.shape == (7, 7)
     lstar = reference_optimal_risk(inst.X, inst.Y, inst.v)
@@ -46,15 +46,15 @@ def test_risk_gap_grid_matches_direct_evaluation():
 
 @pytest.mark.parametrize("extent", [(1, 0, 0, 1), (0, 1, 0), (0, 1, 0, np.inf)])
 def test_risk_gap_grid_rejects_bad_extent(extent):
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     with pytest.raises(ValueError, match="extent"):
-        mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, extent=extent)
+        landscape.excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, extent=extent)
 
 
 def test_risk_gap_grid_rejects_bad_resolution():
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     with pytest.raises(ValueError, match="resolution"):
-        mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, resolution=1)
+        landscape.excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, resolution=1)
 
 
 def test_excess_risk_along_rays_matches_direct_evaluation():
@@ -90,9 +90,9 @@ def test_attention_bars_heights_and_errors():
 
 
 def test_loss_curves_draw_values_and_derivatives():
-    fig, axes = plots.panels(2)
+    fig, axes = plots.panels(ncols=2)
     x = np.linspace(-2, 2, 9)
-    plots.loss_curves(axes, x)
+    plots.loss_curves(axes, x=x)
     assert np.allclose(axes[0].lines[0].get_ydata(), np.log1p(np.exp(-x)))
     assert np.allclose(axes[1].lines[0].get_ydata(), -1 / (1 + np.exp(x)))
     assert np.allclose(axes[0].lines[2].get_ydata(), -x)
@@ -101,10 +101,10 @@ def test_loss_curves_draw_values_and_derivatives():
 
 
 def test_prompt_plane_gaps_and_attention():
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     points = np.array([[0.0, 2.0], [3.0, -1.0]])
     fig, plane, bars = explore._prompt_plane_layout(2)
-    grid = mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, resolution=11)
+    grid = landscape.excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, resolution=11)
     gaps = explore.draw_prompt_plane(plane, bars, inst, points, grid=grid)
     lstar = reference_optimal_risk(inst.X, inst.Y, inst.v)
     for point, gap, ax in zip(points, gaps, bars):
@@ -116,8 +116,8 @@ def test_prompt_plane_gaps_and_attention():
 
 
 def test_prompt_plane_rejects_bad_points_and_sequence():
-    inst = mm.data.fig1("a")
-    grid = mm.excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W, resolution=5)
+    inst = mm.data.fig1(variant="a")
+    grid = landscape.excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, resolution=5)
     with pytest.raises(ValueError, match="points"):
         explore.prompt_plane(inst, np.zeros((2, 3)), grid=grid)
     with pytest.raises(ValueError, match="sequence"):
@@ -126,6 +126,6 @@ def test_prompt_plane_rejects_bad_points_and_sequence():
 
 def test_prompt_explorer_is_interactive():
     ipywidgets = pytest.importorskip("ipywidgets")
-    widget = explore.prompt_explorer(mm.data.fig1("a"))
+    widget = explore.prompt_explorer(mm.data.fig1(variant="a"))
     assert isinstance(widget, ipywidgets.interactive)
     assert {c.description for c in widget.children[:2]} == {"angle (deg)", "norm"}

@@ -67,33 +67,32 @@ def brute_force(X, Y, v, W=None):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_census_matches_brute_force(shape, seed):
     inst = mm.data.gaussian_instance(*shape, seed=seed)
-    census = selection_census(inst.X, inst.Y, inst.v, inst.W)
+    census = selection_census(inst.X, inst.Y, inst.v, W=inst.W)
     feasible, local = brute_force(inst.X, inst.Y, inst.v, inst.W)
     assert census.total == shape[1] ** shape[0]
     assert census.feasible == feasible
     assert sorted(census.locally_optimal) == sorted(local)
     opt = tuple(int(t) for t in np.argmax(mm.scores(inst.X, inst.Y, inst.v), axis=1))
     assert census.global_selection == opt
-    assert census.global_feasible == mm.is_feasible(inst.X, list(opt), inst.W)
+    assert census.global_feasible == mm.is_feasible(inst.X, list(opt), W=inst.W)
     if census.global_feasible:  # the global selection beats every token, so it is locally optimal
         assert census.global_is_locally_optimal
 
 
 def test_census_fig1():
-    a = selection_census(*(lambda i: (i.X, i.Y, i.v, i.W))(mm.data.fig1("a")))
-    b = selection_census(*(lambda i: (i.X, i.Y, i.v, i.W))(mm.data.fig1("b")))
+    a, b = (selection_census(i.X, i.Y, i.v, W=i.W) for i in (mm.data.fig1(variant="a"), mm.data.fig1(variant="b")))
     assert (a.feasible, a.locally_optimal) == (3, ((0,),))
     assert (b.feasible, b.locally_optimal, b.n_locally_optimal) == (3, ((0,), (1,)), 2)
 
 
 def test_census_bad_input():
-    inst = mm.data.fig1("a")
+    inst = mm.data.fig1(variant="a")
     with pytest.raises(ValueError, match="Y"):
-        selection_census(inst.X, np.array([2.0]), inst.v, inst.W)
+        selection_census(inst.X, np.array([2.0]), inst.v, W=inst.W)
     X = inst.X.copy()
     X[0, 2, 2] = 1.0  # x3 ties x1 for the highest score
     with pytest.raises(ValueError, match="tied"):
-        selection_census(X, inst.Y, inst.v, inst.W)
+        selection_census(X, inst.Y, inst.v, W=inst.W)
 
 
 def test_cone_wedge_angles():
@@ -112,8 +111,8 @@ def test_cone_wedge_angles():
 
 
 def test_selection_directions_styles():
-    inst = mm.data.fig1("a")
-    found = mm.feasible_selections(inst.X, inst.Y, inst.v, inst.W)
+    inst = mm.data.fig1(variant="a")
+    found = mm.feasible_selections(inst.X, inst.Y, inst.v, W=inst.W)
     fig, ax = plt.subplots()
     plots.selection_directions(ax, inst.X[0, :, :2], found, scores=inst.scores[0], optimal=0)
     lines = ax.get_lines()
@@ -139,12 +138,12 @@ def test_mean_with_error():
 
 
 def test_fig1_moved_and_explorer():
-    assert np.array_equal(mm.data.fig1_moved(0.9).X, mm.data.fig1("a").X)
-    assert np.array_equal(mm.data.fig1_moved(0.0).X, mm.data.fig1("b").X)
+    assert np.array_equal(mm.data.fig1_moved(x3_score=0.9).X, mm.data.fig1(variant="a").X)
+    assert np.array_equal(mm.data.fig1_moved(x3_score=0.0).X, mm.data.fig1(variant="b").X)
     with pytest.raises(ValueError, match="x2"):
-        mm.data.fig1_moved(0.0, (1.0, 0.0, 0.0))
+        mm.data.fig1_moved(x3_score=0.0, x2=(1.0, 0.0, 0.0))
     with pytest.raises(ValueError, match="x3_score"):
-        mm.data.fig1_moved(np.nan)
+        mm.data.fig1_moved(x3_score=np.nan)
     fig, ax = plt.subplots()
     found = ch02.fig1_local_optima(ax, x3_score=0.0)
     assert [s.alpha for s in found if s.locally_optimal] == [(0,), (1,)]

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin.book import ch03, plots  # noqa: E402
+from maxmargin.book import ch03, landscape, plots  # noqa: E402
 from maxmargin.train import StackTrajectory, gd_stack
 from roundoff import assert_every_step_matches, prompt_model  # noqa: E402
 
@@ -28,7 +28,7 @@ def test_gd_stack_equals_gd_on_each_instance(normalized):
     P0 = np.random.default_rng(1).standard_normal((4, 3, 5))
     run = gd_stack(X, Y, v, P0, 80, 0.5, W=W, normalized=normalized)
     assert isinstance(run, StackTrajectory)
-    assert run.p.shape == (81, 4, 3, 5) and run.loss.shape == (81, 4, 3)
+    assert run.p.shape == (81, 4, 3, 5) and run.risk.shape == (81, 4, 3)
     assert run.tracked_attention.shape == (81, 4, 3, 3) and run.final_attention.shape == (4, 3, 3, 4)
     for m, inst in enumerate(instances):
         # step by step against torch autograd on instance m's own model (not the library's
@@ -38,7 +38,7 @@ def test_gd_stack_equals_gd_on_each_instance(normalized):
         model = prompt_model(inst.X, inst.Y, inst.v, inst.W,
                              lambda z: torch.nn.functional.softplus(-z))
         for b in range(3):
-            assert_every_step_matches(run.p[:, m, b], run.loss[:, m, b], model, 0.5, normalized,
+            assert_every_step_matches(run.p[:, m, b], run.risk[:, m, b], model, 0.5, normalized,
                                       1e-12, P0[m, b])
         # tracked attention at each iterate, from the tokens by hand
         logits = np.einsum("ntd,de,rbe->rbnt", inst.X, inst.W, run.p[:, m])
@@ -64,7 +64,7 @@ def test_gd_stack_matches_an_autograd_loop_with_shared_inputs():
     for m in range(2):  # step by step, at one step's rounding bound (roundoff.py)
         model = prompt_model(X[m], Y[m], v, None, lambda z: torch.nn.functional.softplus(-z))
         for b in range(2):
-            assert_every_step_matches(run.p[:, m, b], run.loss[:, m, b], model, 0.2, False,
+            assert_every_step_matches(run.p[:, m, b], run.risk[:, m, b], model, 0.2, False,
                                       1e-12, p0[b], risk_rtol=1e-11)
 
 
@@ -113,8 +113,8 @@ def test_gd_stack_rejects_bad_input(kwargs, match):
 
 
 def test_basin_agrees_with_single_runs():
-    inst = mm.data.fig1("b")
-    grid, selected = mm.selection_basin(inst.X, inst.Y, inst.v, inst.W, extent=4.0, num=5, steps=120)
+    inst = mm.data.fig1(variant="b")
+    grid, selected = landscape.selection_basin(inst.X, inst.Y, inst.v, W=inst.W, extent=4.0, num=5, steps=120)
     assert grid.shape == (5,) and selected.shape == (5, 5)
     # an independent batched loop: normalized GD by torch autograd from the same 25 starts
     A, B = np.meshgrid(grid, grid)
@@ -136,9 +136,9 @@ def test_basin_agrees_with_single_runs():
 
 
 def test_draw_basin_shares_and_equal_scores_remove_the_local_basin():
-    fig, axes = plots.panels(2)
-    share_b = ch03.draw_basin(axes[0], 0.0, num=21, steps=150, max_steps=2400)
-    share_a = ch03.draw_basin(axes[1], 0.9, num=21, steps=150, max_steps=2400)
+    fig, axes = plots.panels(ncols=2)
+    share_b = ch03.draw_basin(axes[0], x3_score=0.0, num=21, steps=150, max_steps=2400)
+    share_a = ch03.draw_basin(axes[1], x3_score=0.9, num=21, steps=150, max_steps=2400)
     plt.close(fig)
     # shares of (settled at x1, settled at x2, not settled)
     assert share_b.sum() == pytest.approx(1.0) and share_b[1] > 0.2
@@ -147,9 +147,9 @@ def test_draw_basin_shares_and_equal_scores_remove_the_local_basin():
 
 def test_score_explorer_panel_reports_the_settled_token():
     fig, (ax,) = plots.panels()
-    assert ch03.draw_score_explorer(ax, 0.0, angle=-90.0, norm=1.5) == 1  # start (0, -1.5)
+    assert ch03.draw_score_explorer(ax, x3_score=0.0, angle=-90.0, norm=1.5) == 1  # start (0, -1.5)
     assert "settled at x2" in ax.get_title()
-    assert ch03.draw_score_explorer(ax, 0.9, angle=-90.0, norm=1.5) == 0  # Fig. 1 (a)
+    assert ch03.draw_score_explorer(ax, x3_score=0.9, angle=-90.0, norm=1.5) == 0  # Fig. 1 (a)
     plt.close(fig)
 
 
@@ -190,7 +190,7 @@ def exact_label(a, b, g):
 def test_settled_tokens_is_the_criterion_computed_exactly(g):
     """Catches a wrong closed form for (c1, c2) in settled_tokens (a coefficient, a sign, the
     score of x3 entering the wrong term), against the criterion with a 50-digit gradient."""
-    inst = mm.data.fig1_moved(g)
+    inst = mm.data.fig1_moved(x3_score=g)
     rng = np.random.default_rng(3)
     P = np.zeros((300, 3))
     P[:, :2] = rng.uniform(-25, 25, (300, 2))
@@ -217,7 +217,7 @@ def test_no_step_along_the_exact_gradient_leaves_a_settled_region(g):
     """The proposition: from a settled prompt, a step of any length along -grad L (computed
     exactly) lands on a prompt settled on the same token. Catches a criterion that is not
     invariant (e.g. c2 <= 0.2 c1, or 'x2 leads' alone), including just inside the boundary."""
-    inst = mm.data.fig1_moved(g)
+    inst = mm.data.fig1_moved(x3_score=g)
     rng = np.random.default_rng(5)
     P = np.zeros((400, 3))
     P[:, :2] = rng.uniform(-25, 25, (400, 2))
@@ -244,7 +244,7 @@ def test_settle_labels_agree_with_long_independent_runs():
     no library code) continued 10 times longer; unsettled runs are reported as such. Catches a
     run labelled by the token that leads when it is stopped (2 (1, 0, 0) leads with x2 at step
     200 and ends at x1) and a settle that stops continuing runs too early."""
-    inst = mm.data.fig1("b")
+    inst = mm.data.fig1(variant="b")
     starts = np.array([[2.0, 0.0, 0.0], [4.0, 0.0, 0.0], [0.0, -1.5, 0.0], [0.0, 1.0, 0.0],
                        [8 * np.cos(0.085), 8 * np.sin(0.085), 0.0]])
     found = ch03.settle(inst, starts, 200, 3200)
@@ -269,9 +269,9 @@ def test_settle_labels_agree_with_long_independent_runs():
 
 @pytest.mark.parametrize("make, match", [
     (lambda: mm.data.fig2(), "inst: the settling criterion is derived for the Fig. 1 keys"),
-    (lambda: mm.data.fig1_moved(0.0, x2=(1.0, 0.5)), "inst: the settling criterion is derived"),
-    (lambda: mm.data.fig1_moved(1.2), "inst: the settling criterion needs"),
-    (lambda: mm.data.fig1_moved(-0.5), "inst: the settling criterion needs"),
+    (lambda: mm.data.fig1_moved(x3_score=0.0, x2=(1.0, 0.5)), "inst: the settling criterion is derived"),
+    (lambda: mm.data.fig1_moved(x3_score=1.2), "inst: the settling criterion needs"),
+    (lambda: mm.data.fig1_moved(x3_score=-0.5), "inst: the settling criterion needs"),
 ])
 def test_settling_refuses_instances_outside_the_fig1_family(make, match):
     """The closed forms hold only for the Fig. 1 keys and scores (1, 0.9, g), 0 <= g < 1."""
@@ -280,7 +280,7 @@ def test_settling_refuses_instances_outside_the_fig1_family(make, match):
 
 
 def test_settle_rejects_bad_arguments():
-    inst = mm.data.fig1("b")
+    inst = mm.data.fig1(variant="b")
     with pytest.raises(ValueError, match="p0"):
         ch03.settle(inst, np.zeros((2, 2)), 10, 20)
     with pytest.raises(ValueError, match="max_steps"):
@@ -290,7 +290,7 @@ def test_settle_rejects_bad_arguments():
 
 
 def test_plot_helpers_draw_and_validate():
-    fig, axes = plots.panels(3)
+    fig, axes = plots.panels(ncols=3)
     xs, ys = np.arange(4.0), np.arange(3.0)
     labels = np.array([[0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 1]])
     ax, handles = plots.selection_map(axes[0], xs, ys, labels, ["a", "b"])

@@ -22,7 +22,7 @@ def test_one_step_matches_mm_gd_along_a_trajectory():
         run = mm.gd(inst.X, inst.Y, inst.v, P0, 200, 0.1, W=inst.W, normalized=True,
                     eps=1e-300)
         for k in range(0, 200, 20):
-            step = ngd_log_domain(inst.X, inst.Y, inst.v, run.p[k], 1, 0.1, W=inst.W,
+            step = ngd_log_domain(inst.X, inst.Y, inst.v, run.p[k], 1, lr=0.1, W=inst.W,
                                   record_every=1)
             np.testing.assert_array_equal(step[0], run.p[k])
             np.testing.assert_allclose(step[1], run.p[k + 1], rtol=0, atol=1e-12)
@@ -58,12 +58,12 @@ def test_it_moves_where_float64_stalls(scale):
     log-domain step has length lr and the direction of the exact gradient (60 digits) to 1e-12.
     Catches the weights formed without logarithms (they underflow to 0 / 0)."""
     inst = mm.data.fig2()
-    p_mm = mm.att_svm(inst.X, mm.optimal_indices(inst.X, inst.Y, inst.v), inst.W).p
+    p_mm = mm.att_svm(inst.X, mm.optimal_indices(inst.X, inst.Y, inst.v), W=inst.W).p
     p = scale * p_mm / np.linalg.norm(p_mm) + np.array([0.3, -0.2, 0.0])
     stalled = mm.gd(inst.X, inst.Y, inst.v, p[None], 5, 0.1, W=inst.W, normalized=True,
                     eps=1e-300)
     assert np.linalg.norm(stalled.p[-1, 0] - p) < 1e-3
-    path = ngd_log_domain(inst.X, inst.Y, inst.v, p[None], 1, 0.1, W=inst.W, record_every=1)
+    path = ngd_log_domain(inst.X, inst.Y, inst.v, p[None], 1, lr=0.1, W=inst.W, record_every=1)
     step = path[1, 0] - p
     assert np.linalg.norm(step) == pytest.approx(0.1, rel=1e-12)
     np.testing.assert_allclose(step / 0.1, exact_direction(inst.X, inst.Y, inst.v, inst.W, p),

@@ -27,8 +27,8 @@ def full_svm_closed_form(c):
 
 
 def test_fig3_moved_reproduces_both_paper_panels():
-    np.testing.assert_array_equal(mm.data.fig3_moved(1.0).X, mm.data.fig3("tight").X)
-    np.testing.assert_array_equal(mm.data.fig3_moved(1.5).X, mm.data.fig3("relaxed").X)
+    np.testing.assert_array_equal(mm.data.fig3_moved(1.0).X, mm.data.fig3(variant="tight").X)
+    np.testing.assert_array_equal(mm.data.fig3_moved(1.5).X, mm.data.fig3(variant="relaxed").X)
     inst = mm.data.fig3_moved(1.3)
     assert inst.X.shape == (3, 2, 2) and inst.X[2, 1].tolist() == [0.5, 1.3]
     np.testing.assert_array_equal(inst.v0, [-1.0, 0.0])
@@ -108,7 +108,7 @@ def test_joint_run_matches_an_autograd_loop(c):
     step's rounding bound (roundoff.py). With eps_p = 1e-19 the p-step is g / ||g|| for a
     gradient that shrinks along the run, so whole 119-step trajectories would compare rounding
     amplified by how ill-determined the late directions are."""
-    inst, run, svms = ch06.joint_run(c, steps=120)
+    inst, run, svms = ch06.joint_run(c, steps=119)
     assert run.p.shape == (120, 1, 2) and run.v.shape == (120, 1, 2)
     np.testing.assert_array_equal(run.v[0, 0], [-1.0, 0.0])
     np.testing.assert_array_equal(run.p[0, 0], [0.0, -1.0])
@@ -121,12 +121,12 @@ def test_joint_run_matches_an_autograd_loop(c):
     expected = [1.0, 0.0] if c > 1 else [4 / 3, 1 / 3]      # hand-computed SVMs
     np.testing.assert_allclose(svms.relaxed.p, expected, atol=1e-9)
     with pytest.raises(ValueError, match="steps"):
-        ch06.joint_run(c, steps=1)
+        ch06.joint_run(c, steps=0)
 
 
 def test_joint_panel_angles_and_drawing():
     fig, (ax,) = plots.panels()
-    gd, relaxed, full = ch06.joint_panel(ax, c=2.0, steps=200, legend=True)
+    gd, relaxed, full = ch06.joint_panel(ax, c=2.0, steps=199, legend=True)
     assert abs(gd) < 0.5 and relaxed == pytest.approx(0.0, abs=1e-9)
     p = full_svm_closed_form(2.0)
     assert full == pytest.approx(np.degrees(np.arctan2(p[1], p[0])), abs=1e-7)

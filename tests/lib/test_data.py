@@ -22,14 +22,14 @@ def test_fig2_reproduces_the_seeded_draw():
 
 @pytest.mark.parametrize("variant,scores", [("a", [1.0, 0.9, 0.9]), ("b", [1.0, 0.9, 0.0])])
 def test_fig1_scores_and_starts(variant, scores):
-    inst = mm.data.fig1(variant)
+    inst = mm.data.fig1(variant=variant)
     np.testing.assert_allclose(inst.scores[0], scores)
     assert inst.p0.shape == (6, 3) and np.all(inst.p0[:, [0, 2]] == 0)
 
 
 def test_fig3_and_fig4_shapes_and_scores():
     for variant in ("tight", "relaxed"):
-        inst = mm.data.fig3(variant)
+        inst = mm.data.fig3(variant=variant)
         assert inst.X.shape == (3, 2, 2) and inst.W is None
         np.testing.assert_array_equal(inst.X[:, 0], 0.0)
     inst = mm.data.fig4(10)
@@ -40,8 +40,8 @@ def test_fig3_and_fig4_shapes_and_scores():
 def test_random_instance_is_feasible_and_has_token_zero_optimal(seed):
     inst = mm.data.random_instance(5, 4, 6, seed)
     assert np.all(inst.optimal == 0)
-    assert mm.is_feasible(inst.X, inst.optimal, inst.W)
-    result = mm.att_svm(inst.X, inst.optimal, inst.W)
+    assert mm.is_feasible(inst.X, inst.optimal, W=inst.W)
+    result = mm.att_svm(inst.X, inst.optimal, W=inst.W)
     assert result.margin >= 0.5 - 1e-9  # the planted margin is a lower bound on the SVM margin
 
 

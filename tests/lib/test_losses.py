@@ -172,11 +172,11 @@ def test_risk_and_gradients_match_autograd_for_every_loss(name):
     s = torch.softmax(X_ @ (Wt @ pt), dim=-1)
     value = torch_loss(name)(Y_ * (s * (X_ @ vt)).sum(-1)).mean()
     value.backward()
-    assert mm.risk(X, Y, v, p, W, name) == pytest.approx(value.item(), rel=1e-12)
-    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W, name), pt.grad.numpy(), rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(mm.risk_grad_v(X, Y, v, p, W, name), vt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    assert mm.risk(X, Y, v, p, W=W, loss=name) == pytest.approx(value.item(), rel=1e-12)
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W=W, loss=name), pt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mm.risk_grad_v(X, Y, v, p, W=W, loss=name), vt.grad.numpy(), rtol=1e-10, atol=1e-14)
     # the W-gradient with the shared query p: d/dW of the same risk
-    np.testing.assert_allclose(mm.risk_grad_W(X, Y, v, W, p, name), Wt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mm.risk_grad_W(X, Y, v, W, p, loss=name), Wt.grad.numpy(), rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("normalized", [False, True])
@@ -189,5 +189,5 @@ def test_gd_matches_an_autograd_loop_for_every_loss(name, normalized):
     traj = mm.gd(X, Y, v, P0, 15, 0.3, W=W, loss=name, normalized=normalized)
     model = prompt_model(X, Y, v, W, torch_loss(name))
     for b in range(2):  # step by step, at one step's rounding bound (roundoff.py)
-        assert_every_step_matches(traj.p[:, b], traj.loss[:, b], model, 0.3, normalized, 1e-12,
+        assert_every_step_matches(traj.p[:, b], traj.risk[:, b], model, 0.3, normalized, 1e-12,
                                   P0[b], risk_rtol=1e-11)

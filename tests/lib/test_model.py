@@ -6,6 +6,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import maxmargin as mm
+from maxmargin.book import landscape
 
 LOSS_TORCH = {
     "logistic": lambda x: torch.nn.functional.softplus(-x),
@@ -41,9 +42,9 @@ def test_gradients_match_autograd(loss, seed):
     vt = torch.tensor(v, requires_grad=True)
     value = torch_risk(X, Y, vt, pt, W, loss)
     value.backward()
-    assert mm.risk(X, Y, v, p, W, loss) == pytest.approx(value.item(), rel=1e-12)
-    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W, loss), pt.grad.numpy(), rtol=1e-10, atol=1e-14)
-    np.testing.assert_allclose(mm.risk_grad_v(X, Y, v, p, W, loss), vt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    assert mm.risk(X, Y, v, p, W=W, loss=loss) == pytest.approx(value.item(), rel=1e-12)
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W=W, loss=loss), pt.grad.numpy(), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(mm.risk_grad_v(X, Y, v, p, W=W, loss=loss), vt.grad.numpy(), rtol=1e-10, atol=1e-14)
 
 
 @pytest.mark.parametrize("loss", sorted(LOSS_TORCH))
@@ -51,11 +52,11 @@ def test_gradient_matches_finite_differences(loss):
     X, Y, v, W = instance(7)
     p = np.array([0.3, -0.8, 0.5])
     h = 1e-6
-    fd = np.array([(mm.risk(X, Y, v, p + h * e, W, loss) - mm.risk(X, Y, v, p - h * e, W, loss)) / (2 * h)
+    fd = np.array([(mm.risk(X, Y, v, p + h * e, W=W, loss=loss) - mm.risk(X, Y, v, p - h * e, W=W, loss=loss)) / (2 * h)
                    for e in np.eye(3)])
     # central differences: truncation h^2 |d^3 L| / 6 ~ 1e-13, rounding (each risk, ~1, off by up
     # to ~50 u, over 2 h) up to 5e-9; atol 1e-10 sat at 0.36 of the actual rounding on one machine
-    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W, loss), fd, rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(mm.risk_grad(X, Y, v, p, W=W, loss=loss), fd, rtol=1e-7, atol=1e-8)
 
 
 @pytest.mark.parametrize("shared_query", [True, False])
@@ -80,21 +81,21 @@ def test_margin_is_attention_weighted_score():
     """Y_i f(X_i) = sum_t s_it gamma_it."""
     X, Y, v, W = instance(11)
     p = np.array([1.0, 2.0, -0.5])
-    lhs = Y * mm.predict(X, v, p, W)
-    rhs = np.sum(mm.attention(X, p, W) * mm.scores(X, Y, v), axis=-1)
+    lhs = Y * mm.predict(X, v, p, W=W)
+    rhs = np.sum(mm.attention(X, p, W=W) * mm.scores(X, Y, v), axis=-1)
     np.testing.assert_allclose(lhs, rhs, rtol=1e-13)
 
 
 def test_batch_axes_are_kept_and_match_single_calls():
     X, Y, v, W = instance(2)
     P = np.random.default_rng(0).standard_normal((2, 3, 3))
-    risks, grads = mm.risk(X, Y, v, P, W), mm.risk_grad(X, Y, v, P, W)
-    attn = mm.attention(X, P, W)
+    risks, grads = mm.risk(X, Y, v, P, W=W), mm.risk_grad(X, Y, v, P, W=W)
+    attn = mm.attention(X, P, W=W)
     assert risks.shape == (2, 3) and grads.shape == (2, 3, 3) and attn.shape == (2, 3, 5, 4)
     for idx in np.ndindex(2, 3):
-        assert risks[idx] == pytest.approx(mm.risk(X, Y, v, P[idx], W), rel=1e-14)
-        np.testing.assert_allclose(grads[idx], mm.risk_grad(X, Y, v, P[idx], W), rtol=1e-13)
-        np.testing.assert_allclose(attn[idx], mm.attention(X, P[idx], W), rtol=1e-13)
+        assert risks[idx] == pytest.approx(mm.risk(X, Y, v, P[idx], W=W), rel=1e-14)
+        np.testing.assert_allclose(grads[idx], mm.risk_grad(X, Y, v, P[idx], W=W), rtol=1e-13)
+        np.testing.assert_allclose(attn[idx], mm.attention(X, P[idx], W=W), rtol=1e-13)
 
 
 MP_LOSS_DERIVATIVE = {
@@ -138,7 +139,7 @@ def test_large_norm_prompts_stay_finite_and_accurate(norm, loss):
     for _ in range(3):
         direction = rng.standard_normal(3)
         p = norm * direction / np.linalg.norm(direction)
-        value, grad = mm.risk(X, Y, v, p, W, loss), mm.risk_grad(X, Y, v, p, W, loss)
+        value, grad = mm.risk(X, Y, v, p, W=W, loss=loss), mm.risk_grad(X, Y, v, p, W=W, loss=loss)
         assert np.isfinite(value) and np.all(np.isfinite(grad))
         np.testing.assert_allclose(grad, high_precision_grad(X, Y, v, p, W, loss), rtol=1e-8, atol=1e-300)
 
@@ -149,7 +150,7 @@ def test_optimal_risk_is_a_strict_lower_bound_on_fig2():
     L_star = mm.optimal_risk(inst.X, inst.Y, inst.v)
     assert L_star == pytest.approx(np.log1p(np.exp(-1.0)), abs=1e-7)
     P = np.random.default_rng(0).uniform(-10, 10, size=(2000, 3))
-    assert np.all(mm.risk(inst.X, inst.Y, inst.v, P, inst.W) > L_star)
+    assert np.all(mm.risk(inst.X, inst.Y, inst.v, P, W=inst.W) > L_star)
 
 
 @settings(max_examples=40, deadline=None)
@@ -157,10 +158,10 @@ def test_optimal_risk_is_a_strict_lower_bound_on_fig2():
 def test_margin_lies_between_min_and_max_score(seed, scale):
     X, Y, v, W = instance(seed, n=3, T=4, d=3)
     p = scale * np.random.default_rng(seed).standard_normal(3)
-    margins = Y * mm.predict(X, v, p, W)
+    margins = Y * mm.predict(X, v, p, W=W)
     gamma = mm.scores(X, Y, v)
     assert np.all(margins <= gamma.max(axis=1) + 1e-12) and np.all(margins >= gamma.min(axis=1) - 1e-12)
-    assert mm.risk(X, Y, v, p, W) >= mm.optimal_risk(X, Y, v) - 1e-15
+    assert mm.risk(X, Y, v, p, W=W) >= mm.optimal_risk(X, Y, v) - 1e-15
 
 # The loss backends (numpy and torch, value and derivative) are tested over the registry
 # mm.LOSSES itself in tests/lib/test_losses.py, so that a new loss is covered automatically.
@@ -186,7 +187,7 @@ def test_rays_are_unit_directions_times_the_radius():
     X, W = rng.standard_normal((3, 4, 3)), rng.standard_normal((3, 3))
     Y, v = np.array([1.0, -1.0, 1.0]), rng.standard_normal(3)
     direction = np.array([3.0, 4.0, 0.0])
-    radii, gaps = mm.excess_risk_on_rays(X, Y, v, [direction], W, radii=[0.5, 2.0])
+    radii, gaps = landscape.excess_risk_on_rays(X, Y, v, [direction], W=W, radii=[0.5, 2.0])
     for R, gap in zip(radii, gaps[0]):
         expected = _risk_by_hand(X, Y, v, W, R * direction / 5.0) - _optimal_risk_by_hand(X, Y, v)
         assert gap == pytest.approx(expected, rel=1e-12, abs=1e-15)
@@ -197,7 +198,7 @@ def test_circle_angles_run_counterclockwise_from_p1():
     (a flipped angle gives (0, -R, 0), whose risk differs on this instance)."""
     rng = np.random.default_rng(5)
     X, Y, v = rng.standard_normal((3, 4, 3)), np.array([1.0, -1.0, 1.0]), rng.standard_normal(3)
-    theta, gaps = mm.excess_risk_on_circle(X, Y, v, 2.0, num=5)   # -180, -90, 0, 90, 180
+    theta, gaps = landscape.excess_risk_on_circle(X, Y, v, 2.0, num=5)   # -180, -90, 0, 90, 180
     np.testing.assert_array_equal(theta, [-180.0, -90.0, 0.0, 90.0, 180.0])
     star = _optimal_risk_by_hand(X, Y, v)
     for angle, gap in zip(theta, gaps):

@@ -14,19 +14,19 @@ def test_module_matches_library_forward_and_gradients():
     layer = PromptAttention(3, p=p, v=inst.v, W=inst.W)
     X, Y = torch.tensor(inst.X), torch.tensor(inst.Y)
     np.testing.assert_allclose(layer.W.detach().numpy(), inst.W, atol=0)
-    np.testing.assert_allclose(layer(X).detach().numpy(), mm.predict(inst.X, inst.v, p, inst.W), rtol=1e-13)
+    np.testing.assert_allclose(layer(X).detach().numpy(), mm.predict(inst.X, inst.v, p, W=inst.W), rtol=1e-13)
     risk = logistic_risk(layer, X, Y)
     risk.backward()
-    assert risk.item() == pytest.approx(mm.risk(inst.X, inst.Y, inst.v, p, inst.W), rel=1e-14)
-    np.testing.assert_allclose(layer.p.grad.numpy(), mm.risk_grad(inst.X, inst.Y, inst.v, p, inst.W), rtol=1e-11, atol=1e-15)
-    np.testing.assert_allclose(layer.v.grad.numpy(), mm.risk_grad_v(inst.X, inst.Y, inst.v, p, inst.W), rtol=1e-11, atol=1e-15)
+    assert risk.item() == pytest.approx(mm.risk(inst.X, inst.Y, inst.v, p, W=inst.W), rel=1e-14)
+    np.testing.assert_allclose(layer.p.grad.numpy(), mm.risk_grad(inst.X, inst.Y, inst.v, p, W=inst.W), rtol=1e-11, atol=1e-15)
+    np.testing.assert_allclose(layer.v.grad.numpy(), mm.risk_grad_v(inst.X, inst.Y, inst.v, p, W=inst.W), rtol=1e-11, atol=1e-15)
 
 
 def test_sgd_on_the_prompt_is_the_library_gd():
     """Step by step: torch's SGD step of the module from each of gd's iterates gives the next,
     to one step's rounding bound (roundoff.py; 25 steps compared whole would compare rounding
     accumulated differently by two implementations)."""
-    inst = mm.data.fig1("b")
+    inst = mm.data.fig1(variant="b")
     traj = mm.gd(inst.X, inst.Y, inst.v, inst.p0[4], 25, 0.5, W=inst.W)
     model = prompt_model(inst.X, inst.Y, inst.v, inst.W, lambda z: torch.nn.functional.softplus(-z))
     atol = step_bounds(model, traj.p[:, 0], 0.5, False, 1e-12)

@@ -25,7 +25,7 @@ def random_head_instance(seed, n=3, T=4, d=3, m=5):
     X = rng.standard_normal((n, T, d))
     Y = rng.choice([-1.0, 1.0], size=n)
     W = rng.standard_normal((d, d))
-    head = mm.mlp_head(rng.standard_normal(m), rng.standard_normal((m, d)), rng.standard_normal(m))
+    head = mm.mlp_head(rng.standard_normal(m), rng.standard_normal((m, d)), b=rng.standard_normal(m))
     return X, Y, W, head
 
 
@@ -58,27 +58,27 @@ def test_head_gradient_matches_autograd(loss, restricted, seed):
     pt = torch.tensor(p, requires_grad=True)
     value = torch_head_risk(X, Y, head, pt, W, loss, sets)
     value.backward()
-    assert mm.head_risk(X, Y, head, p, W, loss, sets) == pytest.approx(value.item(), rel=1e-12)
-    np.testing.assert_allclose(mm.head_risk_grad(X, Y, head, p, W, loss, sets), pt.grad.numpy(),
+    assert mm.head_risk(X, Y, head, p, W=W, loss=loss, sets=sets) == pytest.approx(value.item(), rel=1e-12)
+    np.testing.assert_allclose(mm.head_risk_grad(X, Y, head, p, W=W, loss=loss, sets=sets), pt.grad.numpy(),
                                rtol=1e-10, atol=1e-14)
 
 
 def test_head_functions_are_batched():
     X, Y, W, head = random_head_instance(4)
     P = np.random.default_rng(0).standard_normal((2, 5, 3))
-    risks = mm.head_risk(X, Y, head, P, W)
-    grads = mm.head_risk_grad(X, Y, head, P, W)
+    risks = mm.head_risk(X, Y, head, P, W=W)
+    grads = mm.head_risk_grad(X, Y, head, P, W=W)
     assert risks.shape == (2, 5) and grads.shape == (2, 5, 3)
-    assert mm.head_predict(X, head, P, W).shape == (2, 5, 3)
-    assert risks[1, 3] == pytest.approx(mm.head_risk(X, Y, head, P[1, 3], W), rel=1e-14)
-    np.testing.assert_allclose(grads[1, 3], mm.head_risk_grad(X, Y, head, P[1, 3], W), rtol=1e-13)
+    assert mm.head_predict(X, head, P, W=W).shape == (2, 5, 3)
+    assert risks[1, 3] == pytest.approx(mm.head_risk(X, Y, head, P[1, 3], W=W), rel=1e-14)
+    np.testing.assert_allclose(grads[1, 3], mm.head_risk_grad(X, Y, head, P[1, 3], W=W), rtol=1e-13)
 
 
 def test_head_risk_is_finite_for_huge_prompts():
-    ex = mm.data.mixing_example(2.0)
+    ex = mm.data.mixing_example(beta=2.0)
     p = np.array([1e4, -3e3, 0.0, 0.0])
-    assert np.isfinite(mm.head_risk(ex.X, ex.Y, ex.head, p, ex.W))
-    assert np.all(np.isfinite(mm.head_risk_grad(ex.X, ex.Y, ex.head, p, ex.W)))
+    assert np.isfinite(mm.head_risk(ex.X, ex.Y, ex.head, p, W=ex.W))
+    assert np.all(np.isfinite(mm.head_risk_grad(ex.X, ex.Y, ex.head, p, W=ex.W)))
 
 
 def test_optimal_sets_match_a_grid_over_the_simplex():
@@ -90,8 +90,8 @@ def test_optimal_sets_match_a_grid_over_the_simplex():
     S = np.stack([a[keep], b[keep], 1.0 - a[keep] - b[keep]], axis=1)  # grid on the simplex
     for i in range(len(X)):
         grid = mm.LOGISTIC.value(Y[i] * head.value(S @ X[i]))
-        assert opt.loss[i] <= grid.min() + 1e-12
-        assert opt.loss[i] >= grid.min() - 1e-3
+        assert opt.losses[i] <= grid.min() + 1e-12
+        assert opt.losses[i] >= grid.min() - 1e-3
 
 
 @pytest.mark.parametrize("beta", [0.5, 0.7, 0.9, 2.0, 4.0])
@@ -99,7 +99,7 @@ def test_mixing_threshold_and_weight(beta):
     """One token below beta* = arccosh(sqrt(a1/a2)); above it the weight solves
     a1 sech^2(beta s) = a2 sech^2(beta (1 - s))."""
     a1, a2 = 1.0, 0.6
-    ex = mm.data.mixing_example(beta, (a1, a2))
+    ex = mm.data.mixing_example(beta=beta, a=(a1, a2))
     opt = mm.optimal_sets(ex.X, ex.Y, ex.head)
     if beta < np.arccosh(np.sqrt(a1 / a2)):
         np.testing.assert_array_equal(opt.sets, [[True, False, False, False]] * 2)
@@ -108,7 +108,7 @@ def test_mixing_threshold_and_weight(beta):
     s = brentq(lambda s: a1 / np.cosh(beta * s) ** 2 - a2 / np.cosh(beta * (1 - s)) ** 2, 0.5, 1.0)
     np.testing.assert_allclose(opt.weights[:, 0], s, atol=1e-6)
     # the offset realises that mixture: logit gap log(s / (1 - s)) along k_0 - k_1 = (0, 1)
-    p_fin = mm.set_offset(ex.X, ex.Y, ex.head, opt.sets, ex.W)
+    p_fin = mm.set_offset(ex.X, ex.Y, ex.head, opt.sets, W=ex.W)
     np.testing.assert_allclose(p_fin, [0.0, np.log(s / (1 - s)), 0.0, 0.0], atol=1e-7)
 
 
@@ -116,8 +116,8 @@ def test_set_offset_is_stationary_for_the_restricted_risk():
     X, Y, W, head = random_head_instance(11, n=2, T=4, d=4)
     sets = np.array([[True, True, False, False], [False, True, True, False]])
     # asserts instead of skipping on ValueError (two mutants hid behind that skip)
-    p_fin = mm.set_offset(X, Y, head, sets, W)
-    g = mm.head_risk_grad(X, Y, head, p_fin, W, sets=sets)
+    p_fin = mm.set_offset(X, Y, head, sets, W=W)
+    g = mm.head_risk_grad(X, Y, head, p_fin, W=W, sets=sets)
     assert np.linalg.norm(g) < 1e-7
 
 
@@ -129,13 +129,13 @@ def test_set_offset_is_stationary_for_the_restricted_risk():
 @pytest.fixture(scope="module")
 def fig2_path():
     inst = mm.data.fig2()
-    return inst, paths.regularization_path(inst.X, inst.Y, inst.v, [1.0, 2.0, 4.0, 8.0, 16.0], inst.W)
+    return inst, paths.regularization_path(inst.X, inst.Y, inst.v, [1.0, 2.0, 4.0, 8.0, 16.0], W=inst.W)
 
 
 def test_fig2_path_reference_numbers(fig2_path):
     """Reproduction table, regularization-path row: cos increasing, >= 0.985 at R = 4 and >= 0.999 at R = 16."""
     inst, path = fig2_path
-    cos = path.cosine(mm.att_svm(inst.X, inst.optimal, inst.W).p)
+    cos = path.cosine(mm.att_svm(inst.X, inst.optimal, W=inst.W).p)
     assert np.all(np.diff(cos) > 0)
     assert cos[2] >= 0.985 and cos[4] >= 0.999
     # replaces five cosines pinned at atol 1e-4 with no source: each point's angle against the
@@ -171,7 +171,7 @@ def test_fig2_path_matches_a_brute_force_scan_of_the_circle(fig2_path):
     theta = np.linspace(-np.pi, np.pi, 40001)
     for R, point in zip(path.radii[:4], path.points[:4]):
         ring = R * np.stack([np.cos(theta), np.sin(theta), 0 * theta], axis=1)
-        best = theta[np.argmin(mm.risk(inst.X, inst.Y, inst.v, ring, inst.W))]
+        best = theta[np.argmin(mm.risk(inst.X, inst.Y, inst.v, ring, W=inst.W))]
         assert abs(np.arctan2(point[1], point[0]) - best) < 2e-3
         assert abs(np.linalg.norm(point) - R) < 1e-9 * R and abs(point[2]) < 1e-12
 
@@ -187,19 +187,19 @@ def test_kkt_residual_detects_a_non_stationary_point():
 
 
 def test_local_path_stays_in_its_cone_and_selects_the_local_token():
-    inst = mm.data.fig1("b")
-    local = mm.att_svm(inst.X, [1], inst.W).p
-    path = paths.local_regularization_path(inst.X, inst.Y, inst.v, [2.0, 8.0, 16.0], local, 5.0, inst.W)
+    inst = mm.data.fig1(variant="b")
+    local = mm.att_svm(inst.X, [1], W=inst.W).p
+    path = paths.local_regularization_path(inst.X, inst.Y, inst.v, [2.0, 8.0, 16.0], local, 5.0, W=inst.W)
     angles = np.degrees(np.arccos(np.clip(path.cosine(local), -1, 1)))
     assert np.all(angles <= 5.0 + 1e-6)
-    attention = mm.attention(inst.X, path.points[-1], inst.W)[0]
+    attention = mm.attention(inst.X, path.points[-1], W=inst.W)[0]
     assert attention[1] > 0.999
 
 
 def test_head_path_approaches_the_set_svm():
-    ex = mm.data.mixing_example(2.0)
-    opt, svm, p_fin = mm.set_direction(ex.X, ex.Y, ex.head, ex.W)
-    path = paths.regularization_path(ex.X, ex.Y, ex.head, [4.0, 16.0], ex.W)
+    ex = mm.data.mixing_example(beta=2.0)
+    opt, svm, p_fin = mm.set_direction(ex.X, ex.Y, ex.head, W=ex.W)
+    path = paths.regularization_path(ex.X, ex.Y, ex.head, [4.0, 16.0], W=ex.W)
     assert path.cosine(svm.p)[-1] > 0.999
     u = svm.direction
     offset = path.points[-1] - (path.points[-1] @ u) * u
@@ -208,8 +208,8 @@ def test_head_path_approaches_the_set_svm():
 
 def test_path_is_reproducible():
     inst = mm.data.fig2()
-    a = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], inst.W, starts=3, seed=5, steps=50)
-    b = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], inst.W, starts=3, seed=5, steps=50)
+    a = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], W=inst.W, starts=3, seed=5, steps=50)
+    b = paths.regularization_path(inst.X, inst.Y, inst.v, [2.0, 3.0], W=inst.W, starts=3, seed=5, steps=50)
     np.testing.assert_array_equal(a.points, b.points)  # bit for bit: one process, same code and inputs
 
 
@@ -244,11 +244,11 @@ def test_path_bad_inputs(kwargs, error, match):
 def test_head_bad_inputs():
     ex = mm.data.mixing_example()
     with pytest.raises(TypeError, match="head"):
-        mm.head_risk(ex.X, ex.Y, np.ones(4), np.zeros(4), ex.W)
+        mm.head_risk(ex.X, ex.Y, np.ones(4), np.zeros(4), W=ex.W)
     with pytest.raises(TypeError, match="sets"):
-        mm.head_risk(ex.X, ex.Y, ex.head, np.zeros(4), ex.W, sets=np.ones((2, 4)))
+        mm.head_risk(ex.X, ex.Y, ex.head, np.zeros(4), W=ex.W, sets=np.ones((2, 4)))
     with pytest.raises(ValueError, match="sets"):
-        mm.head_risk(ex.X, ex.Y, ex.head, np.zeros(4), ex.W, sets=np.zeros((2, 4), bool))
+        mm.head_risk(ex.X, ex.Y, ex.head, np.zeros(4), W=ex.W, sets=np.zeros((2, 4), bool))
     with pytest.raises(ValueError, match="B"):
         mm.mlp_head([1.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="a"):

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import maxmargin as mm
+from maxmargin.book import landscape
 from maxmargin import _checks, train
 
 CORE = Path(mm.__file__).parent
 INST = mm.data.fig2()
-HEAD = mm.data.mixing_example(1.0)
+HEAD = mm.data.mixing_example(beta=1.0)
 ALPHA = [0, 0, 0]   # fig2's optimal selection
-P_MM = mm.att_svm(INST.X, ALPHA, INST.W).p
+P_MM = mm.att_svm(INST.X, ALPHA, W=INST.W).p
 
 
 def _calls(monkeypatch, f) -> int:
@@ -38,26 +39,26 @@ def _calls(monkeypatch, f) -> int:
 
 X, Y, v, W = INST.X, INST.Y, INST.v, INST.W
 CALLS = {
-    "risk": lambda: mm.risk(X, Y, v, INST.p0, W),
-    "excess_risk_on_plane": lambda: mm.excess_risk_on_plane(X, Y, v, W, resolution=5),
-    "excess_risk_on_rays": lambda: mm.excess_risk_on_rays(X, Y, v, [[1.0, 0.0, 0.0]], W),
-    "excess_risk_on_circle": lambda: mm.excess_risk_on_circle(X, Y, v, 2.0, W, num=9),
-    "regularization_path": lambda: mm.regularization_path(X, Y, v, [1.0, 2.0], W, steps=20),
+    "risk": lambda: mm.risk(X, Y, v, INST.p0, W=W),
+    "excess_risk_on_plane": lambda: landscape.excess_risk_on_plane(X, Y, v, W=W, resolution=5),
+    "excess_risk_on_rays": lambda: landscape.excess_risk_on_rays(X, Y, v, [[1.0, 0.0, 0.0]], W=W),
+    "excess_risk_on_circle": lambda: landscape.excess_risk_on_circle(X, Y, v, 2.0, W=W, num=9),
+    "regularization_path": lambda: mm.regularization_path(X, Y, v, [1.0, 2.0], W=W, steps=20),
     "local_regularization_path": lambda: mm.local_regularization_path(
-        X, Y, v, [1.0, 2.0], P_MM, 30.0, W, steps=20),
-    "check_selection": lambda: mm.check_selection(X, Y, v, ALPHA, W),
-    "is_locally_optimal": lambda: mm.is_locally_optimal(X, Y, v, ALPHA, W),
-    "selection_census": lambda: mm.selection_census(X, Y, v, W),
-    "locally_optimal_indices": lambda: mm.locally_optimal_indices(X, Y, v, W),
-    "support_tokens": lambda: mm.support_tokens(X, ALPHA, W),
-    "trap_sets": lambda: mm.trap_sets(X, Y, v, W),
-    "joint_svms": lambda: mm.joint_svms(X, Y, ALPHA, W),
+        X, Y, v, [1.0, 2.0], P_MM, 30.0, W=W, steps=20),
+    "check_selection": lambda: mm.check_selection(X, Y, v, ALPHA, W=W),
+    "is_locally_optimal": lambda: mm.is_locally_optimal(X, Y, v, ALPHA, W=W),
+    "selection_census": lambda: mm.selection_census(X, Y, v, W=W),
+    "locally_optimal_indices": lambda: mm.locally_optimal_indices(X, Y, v, W=W),
+    "support_tokens": lambda: mm.support_tokens(X, ALPHA, W=W),
+    "trap_sets": lambda: mm.trap_sets(X, Y, v, W=W),
+    "joint_svms": lambda: mm.joint_svms(X, Y, ALPHA, W=W),
     "gd": lambda: mm.gd(X, Y, v, INST.p0, 5, 0.1, W=W),
-    "gd_joint": lambda: mm.gd_joint(X, Y, v, INST.p0, 5, 0.1, W=W),
+    "gd_joint": lambda: mm.gd_joint(X, Y, v, INST.p0, 5, 0.1, W=W, normalized=True),
     "gd_W": lambda: mm.gd_W(X, Y, v, np.eye(3), INST.p0[0], 5, 0.1),
-    "selection_basin": lambda: mm.selection_basin(X, Y, v, W, num=3, steps=5),
-    "head_predict": lambda: mm.head_predict(HEAD.X, HEAD.head, np.zeros(4), HEAD.W),
-    "set_direction": lambda: mm.set_direction(HEAD.X, HEAD.Y, HEAD.head, HEAD.W),
+    "selection_basin": lambda: landscape.selection_basin(X, Y, v, W=W, num=3, steps=5),
+    "head_predict": lambda: mm.head_predict(HEAD.X, HEAD.head, np.zeros(4), W=HEAD.W),
+    "set_direction": lambda: mm.set_direction(HEAD.X, HEAD.Y, HEAD.head, W=HEAD.W),
 }
 
 
@@ -106,8 +107,8 @@ def test_gd_names_W_when_the_keys_overflow():
     assert np.abs(X10[..., :2]).max() >= 2
     for call in (lambda: mm.gd(X10, Y, v, INST.p0, 2, 0.1, W=big),
                  lambda: mm.gd_stack(X10[None], Y[None], v, INST.p0, 2, 0.1, W=big),
-                 lambda: mm.gd_joint(X10, Y, v, INST.p0, 2, 0.1, W=big),
-                 lambda: mm.keys(X10, big)):
+                 lambda: mm.gd_joint(X10, Y, v, INST.p0, 2, 0.1, W=big, normalized=True),
+                 lambda: mm.keys(X10, W=big)):
         with pytest.raises(ValueError, match=r"^W: the keys k_it = W\^T x_it reach about 10\^3\d\d, beyond float64"):
             call()
 
@@ -115,7 +116,7 @@ def test_gd_names_W_when_the_keys_overflow():
 def test_head_logits_beyond_float64_name_p():
     """The head's softmax of logits k^T p that overflow raises naming p (no NaN risk)."""
     with pytest.raises(ValueError, match="^p: the logits"):
-        mm.head_risk(HEAD.X, HEAD.Y, HEAD.head, [1.7e308, 1.7e308, 0.0, 0.0], HEAD.W)
+        mm.head_risk(HEAD.X, HEAD.Y, HEAD.head, [1.7e308, 1.7e308, 0.0, 0.0], W=HEAD.W)
 
 
 @pytest.mark.parametrize("make", [copy.copy, lambda loss: dataclasses.replace(loss, name="mine")],
@@ -142,7 +143,7 @@ def test_a_loss_with_other_formulas_is_not_taken_for_a_builtin(monkeypatch):
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
     run = mm.gd(X, Y, v, INST.p0[0], 1, 0.1, W=W, loss=halved)
     step = run.p[0, 0] - run.p[1, 0]
-    full = 0.1 * mm.risk_grad(X, Y, v, INST.p0[0], W)
+    full = 0.1 * mm.risk_grad(X, Y, v, INST.p0[0], W=W)
     np.testing.assert_allclose(step, 0.5 * full, rtol=1e-12)
 
 
@@ -178,15 +179,15 @@ def test_trajectory_cosines_name_their_direction_and_keep_broadcasting():
     stack = mm.gd_stack(np.stack([X, X]), np.stack([Y, Y]), v, INST.p0[:3], 3, 0.5, W=W)
     u = np.array([1.0, 0.0, 0.0])
     np.testing.assert_array_equal(stack.cosine(u[None]), stack.cosine(np.stack([u, u])))
-    with pytest.raises(ValueError, match="^directions: "):
+    with pytest.raises(ValueError, match="^direction: "):
         stack.cosine(np.ones((3, 1, 3)))
 
 
 def test_cone_axis_of_any_size_gives_the_same_local_path():
     """A cone axis of size 1e155 (its norm overflows) is the same cone as the unit axis."""
     radii = [1.0, 3.0]
-    unit = mm.local_regularization_path(X, Y, v, radii, P_MM, 30.0, W, starts=2, steps=20)
-    huge = mm.local_regularization_path(X, Y, v, radii, P_MM * 1e155, 30.0, W, starts=2, steps=20)
+    unit = mm.local_regularization_path(X, Y, v, radii, P_MM, 30.0, W=W, starts=2, steps=20)
+    huge = mm.local_regularization_path(X, Y, v, radii, P_MM * 1e155, 30.0, W=W, starts=2, steps=20)
     np.testing.assert_allclose(huge.points, unit.points, rtol=1e-12, atol=1e-14)
 
 

@@ -37,11 +37,11 @@ def test_gd_stack_matches_an_autograd_loop_per_instance(loss, normalized):
     W = rng.standard_normal((M, d, d)) + np.eye(d)
     P0 = 0.5 * rng.standard_normal((M, B, d))
     traj = mm.gd_stack(X, Y, V, P0, STEPS, 0.3, W=W, loss=loss, normalized=normalized, eps=1e-9)
-    assert traj.p.shape == (STEPS + 1, M, B, d) and traj.loss.shape == (STEPS + 1, M, B)
+    assert traj.p.shape == (STEPS + 1, M, B, d) and traj.risk.shape == (STEPS + 1, M, B)
     for m in range(M):
         model = prompt_model(X[m], Y[m], V[m], W[m], torch_loss(loss))  # logits x_it^T W_m p
         for b in range(B):
-            assert_every_step_matches(traj.p[:, m, b], traj.loss[:, m, b], model, 0.3,
+            assert_every_step_matches(traj.p[:, m, b], traj.risk[:, m, b], model, 0.3,
                                       normalized, 1e-9, P0[m, b])
 
 
@@ -57,7 +57,7 @@ def test_gd_stack_shared_W_and_v_are_broadcast():
     traj = mm.gd_stack(X, Y, v, p0, STEPS, 0.2, W=W, normalized=True, eps=1e-9)
     for m in range(M):
         model = prompt_model(X[m], Y[m], v, W, lambda z: torch.nn.functional.softplus(-z))
-        assert_every_step_matches(traj.p[:, m, 0], traj.loss[:, m, 0], model, 0.2, True, 1e-9, p0)
+        assert_every_step_matches(traj.p[:, m, 0], traj.risk[:, m, 0], model, 0.2, True, 1e-9, p0)
 
 
 @pytest.mark.parametrize("normalized", [False, True])
@@ -83,5 +83,5 @@ def test_gd_W_with_one_query_per_sequence_matches_an_autograd_loop(normalized):
         return torch.nn.functional.softplus(-margin).mean(), margin, s, values, keys
 
     for b in range(B):
-        assert_every_step_matches(traj.W[:, b], traj.loss[:, b], model, 0.4, normalized, 1e-9,
+        assert_every_step_matches(traj.W[:, b], traj.risk[:, b], model, 0.4, normalized, 1e-9,
                                   W0[b])

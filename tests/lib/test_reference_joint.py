@@ -94,7 +94,7 @@ def assert_every_step_matches(traj, b, X, Y, W, lr, loss, normalized, eps_v, eps
         with one_thread():
             v_next, p_next, risk, prob, s, atol_v, atol_p = reference_step(
                 X, Y, W, v, p, lr, loss, normalized, eps_v, eps_p)
-        assert traj.loss[k, b] == pytest.approx(risk, rel=1e-10, abs=1e-12), k
+        assert traj.risk[k, b] == pytest.approx(risk, rel=1e-10, abs=1e-12), k
         assert traj.probability[k, b] == pytest.approx(prob, rel=1e-10), k
         np.testing.assert_allclose(traj.tracked_attention[k, b], s[np.arange(len(X)), track],
                                    rtol=1e-10, atol=1e-14, err_msg=f"step {k}")
@@ -128,7 +128,7 @@ def test_gd_joint_matches_an_autograd_loop(loss, mode):
     traj = mm.gd_joint(X, Y, V0, P0, STEPS, lr, W=W, loss=loss, normalized=normalized,
                        eps_v=eps_v, eps_p=eps_p)
     assert traj.v.shape == traj.p.shape == (STEPS + 1, 3, 3)
-    assert traj.loss.shape == traj.probability.shape == (STEPS + 1, 3)
+    assert traj.risk.shape == traj.probability.shape == (STEPS + 1, 3)
     np.testing.assert_array_equal(traj.v[0], V0)   # the starts themselves: iterate 0 is no step
     np.testing.assert_array_equal(traj.p[0], P0)
     for b in range(3):

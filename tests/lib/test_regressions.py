@@ -82,7 +82,7 @@ def test_w_svm_finds_long_support_tokens_at_every_scale(scale, per_sequence_quer
     """
     X, _ = long_tokens(3, scale)
     z = np.array([0.3, -1.2, 0.5])
-    result = mm.w_svm(X, [0], z[None] if per_sequence_query else z)
+    result = mm.w_svm(X, [0], queries=z[None] if per_sequence_query else z)
     assert result.support[0].tolist() == SUPPORT
 
 

@@ -104,7 +104,7 @@ def w_data(seed: int):
 def test_w_svm_is_scale_covariant(seed, c):
     """Bug caught: w_svm(X * 1e-11, ...) called infeasible; W^mm must scale like 1 / c."""
     X, Z, reference = w_data(seed)
-    result = mm.w_svm(X * c, np.zeros(3, int), Z)
+    result = mm.w_svm(X * c, np.zeros(3, int), queries=Z)
     np.testing.assert_allclose(result.W * c, reference, rtol=1e-6,
                                atol=1e-8 * np.linalg.norm(reference))
 
@@ -114,8 +114,8 @@ def test_w_svm_is_scale_covariant(seed, c):
 def test_locally_optimal_selections_do_not_depend_on_the_scale(c):
     """Bug caught: a rescaled instance loses (or gains) selections through absolute tolerances.
     The selections of the paper's Fig. 1 (b) are tokens 0 and 1 (the paper's figure)."""
-    inst = mm.data.fig1("b")
-    assert mm.locally_optimal_indices(inst.X * c, inst.Y, inst.v, inst.W) == [(0,), (1,)]
+    inst = mm.data.fig1(variant="b")
+    assert mm.locally_optimal_indices(inst.X * c, inst.Y, inst.v, W=inst.W) == [(0,), (1,)]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -100,7 +100,7 @@ FIG1 = np.array([[[-0.1, 1.0, 1.0], [1.0, 0.0, 0.9], [0.0, 0.0, 0.9]]])
     ],
 )
 def test_fig1(solver, alpha, p, support):
-    result = att_svm(FIG1, [alpha], W3, solver=solver, tol=1e-6)
+    result = att_svm(FIG1, [alpha], W=W3, solver=solver, tol=1e-6)
     np.testing.assert_allclose(result.p, p, atol=1e-6)
     np.testing.assert_array_equal(result.support[0], support)
     assert result.margin == pytest.approx(1 / np.linalg.norm(p), abs=1e-6)
@@ -147,7 +147,7 @@ def test_fig3_relaxed(solver):
 @pytest.mark.parametrize("C", [1.0, 10.0, 100.0])
 def test_fig4(solver, C):
     X = np.array([[[0, 0, 0], [1, 1, C]], [[0, 0, 0], [1, -1, 1]]], dtype=float)
-    result = att_svm(X, [1, 1], W3, solver=solver)
+    result = att_svm(X, [1, 1], W=W3, solver=solver)
     np.testing.assert_allclose(result.p, [1.0, 0.0, 0.0], atol=1e-6)
     assert_kkt(X, [1, 1], result, W3)
 
@@ -181,8 +181,8 @@ def test_fast_matches_cvxpy(seed, n, T, d, with_W, relaxed_fraction):
     rng = np.random.default_rng(seed)
     W = random_W(rng, d) if with_W else None
     X, alpha, relaxed, p_feasible = planted(rng, n, T, d, W, relaxed_fraction)
-    fast = att_svm(X, alpha, W, relaxed=relaxed)
-    slow = att_svm(X, alpha, W, relaxed=relaxed, solver="cvxpy")
+    fast = att_svm(X, alpha, W=W, relaxed=relaxed)
+    slow = att_svm(X, alpha, W=W, relaxed=relaxed, solver="cvxpy")
     np.testing.assert_allclose(fast.p, slow.p, atol=1e-6)
     assert fast.norm <= np.linalg.norm(p_feasible) + 1e-9
     assert_kkt(X, alpha, fast, W, relaxed, atol=1e-9)
@@ -208,7 +208,7 @@ def test_no_smaller_feasible_point_slsqp(seed):
         options={"ftol": 1e-12, "maxiter": 500},
     )
     assert best.success
-    p = att_svm(X, alpha, W, relaxed=relaxed).p
+    p = att_svm(X, alpha, W=W, relaxed=relaxed).p
     assert np.linalg.norm(p) <= np.linalg.norm(best.x) + 1e-7
     np.testing.assert_allclose(p, best.x, atol=1e-5)
 
@@ -302,8 +302,8 @@ def test_set_svm_singletons_equal_att_svm(solver, seed):
     X, alpha, _, _ = planted(rng, 12, 5, 4, W)
     sets = np.zeros((12, 5), bool)
     sets[np.arange(12), alpha] = True
-    result = set_svm(X, sets, W, solver=solver)
-    reference = att_svm(X, alpha, W, solver=solver)
+    result = set_svm(X, sets, W=W, solver=solver)
+    reference = att_svm(X, alpha, W=W, solver=solver)
     np.testing.assert_allclose(result.p, reference.p, atol=1e-7)
     np.testing.assert_array_equal(result.support, reference.support)
     np.testing.assert_allclose(
@@ -351,8 +351,8 @@ def test_set_svm_matches_cvxpy_and_ties_the_set(seed, with_W):
     d = 6
     W = random_W(rng, d) if with_W else None
     X, sets, p_feasible = planted_sets(rng, 10, 6, d, W)
-    fast = set_svm(X, sets, W)
-    slow = set_svm(X, sets, W, solver="cvxpy")
+    fast = set_svm(X, sets, W=W)
+    slow = set_svm(X, sets, W=W, solver="cvxpy")
     np.testing.assert_allclose(fast.p, slow.p, atol=1e-6)
     assert fast.norm <= np.linalg.norm(p_feasible) + 1e-9
     K = X if W is None else X @ W
@@ -363,7 +363,7 @@ def test_set_svm_matches_cvxpy_and_ties_the_set(seed, with_W):
             assert np.ptp(inside) <= 1e-6  # equalities
             assert inside.min() - outside.max() >= 1 - 1e-6  # inequalities
     # the printed cvxpy problem gives the same point
-    problem, p = set_svm_problem(X, sets, W)
+    problem, p = set_svm_problem(X, sets, W=W)
     problem.solve(solver="CLARABEL")
     np.testing.assert_allclose(p.value, fast.p, atol=1e-6)
 
@@ -404,9 +404,9 @@ def test_w_svm_closed_form_generic_and_cvxpy(seed):
     n, T, d = 8, 4, 3
     X, alpha, _, _ = planted(rng, n, T, d)
     z = rng.normal(size=d)
-    closed = w_svm(X, alpha, z)
-    generic = w_svm(X, alpha, np.tile(z, (n, 1)))  # the d^2-variable LDP
-    slow = w_svm(X, alpha, z, solver="cvxpy")
+    closed = w_svm(X, alpha, queries=z)
+    generic = w_svm(X, alpha, queries=np.tile(z, (n, 1)))  # the d^2-variable LDP
+    slow = w_svm(X, alpha, queries=z, solver="cvxpy")
     assert np.linalg.norm(closed.W - generic.W) < 1e-6
     assert np.linalg.norm(closed.W - slow.W) < 1e-6
     assert closed.norm == pytest.approx(np.linalg.norm(closed.W))
@@ -424,8 +424,8 @@ def test_w_svm_per_sequence_queries(seed):
     X, alpha, _, _ = planted(rng, n, T, d)
     Z = rng.normal(size=(n, d))
     Z *= np.sign(Z @ np.ones(d))[:, None]  # keep a common W feasible: W = r 1^T works
-    fast = w_svm(X, alpha, Z)
-    slow = w_svm(X, alpha, Z, solver="cvxpy")
+    fast = w_svm(X, alpha, queries=Z)
+    slow = w_svm(X, alpha, queries=Z, solver="cvxpy")
     assert np.linalg.norm(fast.W - slow.W) < 1e-6
     for i in range(n):
         for t in range(T):
@@ -464,7 +464,7 @@ def test_infeasible_through_W_names_sequence():
     # tokens differ only in the coordinate that W = diag(1, 1, 0) removes
     X = np.array([[[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]], [[0.0, 0.0, 5.0], [0.0, 0.0, 0.0]]])
     with pytest.raises(ValueError, match=r"^alpha: .*sequence 1 token 0 .*same key"):
-        att_svm(X, [0, 0], W3)
+        att_svm(X, [0, 0], W=W3)
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
@@ -539,10 +539,10 @@ def test_set_svm_infeasible():
 def test_w_svm_infeasible():
     X = np.array([[[1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]]])
     with pytest.raises(ValueError, match=r"^alpha: W-SVM .*sequence 1 is zero"):
-        w_svm(X, [0, 0], [[1.0, 0.0], [0.0, 0.0]])
+        w_svm(X, [0, 0], queries=[[1.0, 0.0], [0.0, 0.0]])
     X3 = np.array([[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]])
     with pytest.raises(ValueError, match=r"^alpha: W-SVM .*sequence 0 token 1 .*convex hull"):
-        w_svm(X3, [1], [1.0, 0.0])
+        w_svm(X3, [1], queries=[1.0, 0.0])
 
 
 EMPTY_SET = [[False, False], [True, False], [False, True]]
@@ -571,8 +571,8 @@ BAD_INPUTS = {  # id: (call, error type, message pattern naming the argument)
     "sets not bool": (
         lambda: set_svm(FIG3, [[1, 0], [1, 0], [0, 1]]), TypeError, "^sets: expected a boolean"
     ),
-    "Z shape": (lambda: w_svm(FIG3, [1, 1, 1], np.ones((2, 2))), ValueError, "^Z: expected shape"),
-    "Z zero": (lambda: w_svm(FIG3, [1, 1, 1], np.zeros(2)), ValueError, "^Z: the query vector is"),
+    "queries shape": (lambda: w_svm(FIG3, [1, 1, 1], queries=np.ones((2, 2))), ValueError, "^queries: expected shape"),
+    "queries zero": (lambda: w_svm(FIG3, [1, 1, 1], queries=np.zeros(2)), ValueError, "^queries: the query vector is"),
     "G not 2-D": (lambda: least_distance([1.0, 2.0], [1.0]), ValueError, "^G: expected shape"),
     "h length": (lambda: least_distance([[1.0, 2.0]], [1.0, 2.0]), ValueError, "^h: expected"),
 }

@@ -68,7 +68,7 @@ def test_every_engine_matches_the_autograd_loop_to_1e_12(engine, loss, normalize
     for m, inst in enumerate(insts):
         model = prompt_model(inst.X, inst.Y, inst.v, inst.W, LOSS_TORCH[loss])
         for b in range(11):
-            assert_every_step_matches(run.p[:, m, b], run.loss[:, m, b], model, 0.2, normalized,
+            assert_every_step_matches(run.p[:, m, b], run.risk[:, m, b], model, 0.2, normalized,
                                       1e-12, P0[m, b], risk_rtol=1e-12)
 
 
@@ -96,7 +96,7 @@ def test_compiled_and_torch_engines_agree_on_every_record(monkeypatch):
     for engine in ENGINES:
         a, b = runs[engine], every[engine]
         np.testing.assert_array_equal(b.steps, list(range(0, 300, 7)) + [300])
-        for name in ("p", "loss", "tracked_attention", "other_attention"):
+        for name in ("p", "risk", "tracked_attention", "other_attention"):
             np.testing.assert_array_equal(getattr(b, name), getattr(a, name)[b.steps],
                                           err_msg=f"{engine} {name}")
         np.testing.assert_array_equal(b.final_attention, a.final_attention)
@@ -117,14 +117,14 @@ def test_compiled_and_torch_engines_agree_on_every_record(monkeypatch):
         assert error.max() <= 1e-12, (engine, other, error.max())
         # the records at the same iterate: single evaluations, relative accuracy ~ u times the
         # largest |logit| (~1e3 here) even for attention weights below 1e-30 (1e-300: subnormals)
-        for name in ("loss", "tracked_attention", "other_attention"):
+        for name in ("risk", "tracked_attention", "other_attention"):
             got = getattr(one, name)[0].reshape(getattr(ref, name)[:-1].shape)
             np.testing.assert_allclose(got, getattr(ref, name)[:-1], rtol=1e-11, atol=1e-300,
                                        err_msg=f"{engine} from {other}: {name}")
     # the final attention is that of the last iterate (the library's numpy model, a third code)
     for engine in ENGINES:
         np.testing.assert_allclose(runs[engine].final_attention,
-                                   mm.attention(inst.X, runs[engine].p[-1], inst.W),
+                                   mm.attention(inst.X, runs[engine].p[-1], W=inst.W),
                                    rtol=1e-11, atol=1e-300, err_msg=engine)
 
 
@@ -151,7 +151,7 @@ def test_record_every_holds_the_right_steps(engine, monkeypatch):
         np.testing.assert_array_equal(run.p[0], P0)
         drift = np.abs(run.p - path[steps]).max(axis=(1, 2))
         assert np.all(drift <= 3 * spread[steps]), (every, drift, spread[steps])
-        assert run.loss.shape == run.norms.shape == run.cosine(np.ones(3)).shape == (len(steps), 3)
+        assert run.risk.shape == run.norms.shape == run.cosine(np.ones(3)).shape == (len(steps), 3)
         assert run.tracked_attention.shape == run.other_attention.shape == (len(steps), 3, 4)
         assert run.selected_tokens().shape == (3, 4)
 
@@ -167,11 +167,11 @@ def test_record_every_on_W_and_joint_runs():
     np.testing.assert_array_equal(few.steps, [0, 20])
     np.testing.assert_allclose(few.W, full.W[[0, 20]], rtol=1e-13)
     assert few.cosine(np.eye(3)).shape == (2, 1)
-    joint = mm.data.fig3("tight")
-    full = mm.gd_joint(joint.X, joint.Y, joint.v0, joint.p0, 25, 0.1)
-    few = mm.gd_joint(joint.X, joint.Y, joint.v0, joint.p0, 25, 0.1, record_every=10)
+    joint = mm.data.fig3(variant="tight")
+    full = mm.gd_joint(joint.X, joint.Y, joint.v0, joint.p0, 25, 0.1, normalized=True)
+    few = mm.gd_joint(joint.X, joint.Y, joint.v0, joint.p0, 25, 0.1, record_every=10, normalized=True)
     np.testing.assert_array_equal(few.steps, [0, 10, 20, 25])
-    for name in ("v", "p", "loss", "probability", "tracked_attention"):
+    for name in ("v", "p", "risk", "probability", "tracked_attention"):
         np.testing.assert_allclose(getattr(few, name), getattr(full, name)[[0, 10, 20, 25]],
                                    rtol=1e-13, err_msg=name)
 
@@ -181,7 +181,7 @@ def test_record_every_on_W_and_joint_runs():
 def test_record_every_is_validated(bad, error):
     inst = mm.data.fig2()
     for call in (lambda: mm.gd(inst.X, inst.Y, inst.v, inst.p0, 5, 0.1, record_every=bad),
-                 lambda: mm.gd_joint(inst.X, inst.Y, inst.v, inst.p0, 5, 0.1, record_every=bad),
+                 lambda: mm.gd_joint(inst.X, inst.Y, inst.v, inst.p0, 5, 0.1, record_every=bad, normalized=True),
                  lambda: mm.gd_W(inst.X, inst.Y, inst.v, np.eye(3), inst.p0[0], 5, 0.1,
                                  record_every=bad)):
         with pytest.raises(error, match="^record_every"):
@@ -195,14 +195,14 @@ def test_batched_gd_matches_a_per_run_autograd_loop(normalized):
     traj = mm.gd(inst.X, inst.Y, inst.v, P0, 60, 0.3, W=inst.W, normalized=normalized)
     model = prompt_model(inst.X, inst.Y, inst.v, inst.W, LOSS_TORCH["logistic"])
     for b, p0 in enumerate(P0):  # step by step, at one step's rounding bound (roundoff.py)
-        assert_every_step_matches(traj.p[:, b], traj.loss[:, b], model, 0.3, normalized, 1e-12,
+        assert_every_step_matches(traj.p[:, b], traj.risk[:, b], model, 0.3, normalized, 1e-12,
                                   p0, risk_rtol=1e-12)
     assert traj.p.shape == (61, 4, 4) and traj.tracked_attention.shape == (61, 4, 6)
 
 
 def test_fig1a_every_start_converges_to_the_global_direction():
     """C3: equal non-optimal scores, all six starts end in the p^mm(x1) direction."""
-    traj = ngd(mm.data.fig1("a"))
+    traj = ngd(mm.data.fig1(variant="a"))
     assert np.all(traj.cosine(P_GLOBAL_FIG1)[199] > 0.99)
     assert np.all(traj.cosine(P_LOCAL_FIG1)[199] < 0)
     assert np.all(traj.tracked_attention[199, :, 0] > 0.999)
@@ -210,10 +210,10 @@ def test_fig1a_every_start_converges_to_the_global_direction():
 
 def test_fig1b_two_starts_are_caught_by_the_local_direction():
     """C4: with scores (1, 0.9, 0) the two lowest starts select token x2 instead."""
-    traj = ngd(mm.data.fig1("b"))
+    traj = ngd(mm.data.fig1(variant="b"))
     np.testing.assert_array_equal(traj.selected_tokens()[:, 0], [0, 0, 0, 0, 1, 1])
     assert np.all(traj.cosine(P_LOCAL_FIG1)[199, 4:] > 0.995)
-    attn_x2 = mm.attention(mm.data.fig1("b").X, traj.p[199, 4:], mm.data.fig1("b").W)[:, 0, 1]
+    attn_x2 = mm.attention(mm.data.fig1(variant="b").X, traj.p[199, 4:], W=mm.data.fig1(variant="b").W)[:, 0, 1]
     assert np.all(attn_x2 > 0.999)
     assert np.all(traj.cosine(P_GLOBAL_FIG1)[199, :4] > 0.99)
 
@@ -233,7 +233,7 @@ def test_fig2_normalized_gd_and_gd():
     assert np.all((0.99 <= ratio) & (ratio <= 1.0))
     assert np.all(fast.tracked_attention[1:201].mean(-1) >= plain.tracked_attention[1:201].mean(-1))
     L_star = mm.optimal_risk(inst.X, inst.Y, inst.v)
-    assert np.all(fast.loss > L_star) and fast.loss[200, 2] - L_star < 1e-5
+    assert np.all(fast.risk > L_star) and fast.risk[200, 2] - L_star < 1e-5
 
 
 def test_fig2_has_no_stationary_point_along_the_svm_direction():
@@ -242,7 +242,7 @@ def test_fig2_has_no_stationary_point_along_the_svm_direction():
     rng = np.random.default_rng(0)
     angle, radius = rng.uniform(0, 2 * np.pi, 10_000), 10 * np.sqrt(rng.uniform(0, 1, 10_000))
     P = np.stack([radius * np.cos(angle), radius * np.sin(angle), np.zeros(10_000)], axis=1)
-    descent = -mm.risk_grad(inst.X, inst.Y, inst.v, P, inst.W) @ P_MM_FIG2
+    descent = -mm.risk_grad(inst.X, inst.Y, inst.v, P, W=inst.W) @ P_MM_FIG2
     assert descent.min() > 1e-12
 
 
@@ -259,7 +259,7 @@ def test_gd_on_W_is_rescaled_gd_on_the_prompt():
     U = traj.W[:, 0] @ p
     for k in range(1001):
         nxt, risk, atol, r_atol = autograd_step(model, U[k], 0.5 * p @ p, False, 1e-12)
-        assert traj.loss[k, 0] == pytest.approx(risk, rel=1e-12, abs=r_atol), k
+        assert traj.risk[k, 0] == pytest.approx(risk, rel=1e-12, abs=r_atol), k
         if k < 1000:
             product = 1e-12 * np.max(np.abs(traj.W[k + 1, 0]) @ np.abs(p))
             np.testing.assert_allclose(U[k + 1], nxt, rtol=0, atol=atol + product,
@@ -269,8 +269,8 @@ def test_gd_on_W_is_rescaled_gd_on_the_prompt():
 def test_joint_training_follows_the_v_shaped_svm():
     """C10: tight case -> p^mm; relaxed case -> the relaxed SVM (1, 0), not the full ATT-SVM."""
     for variant, p_target, p_other in [("tight", [4 / 3, 1 / 3], None), ("relaxed", [1.0, 0.0], [1.25, 0.25])]:
-        inst = mm.data.fig3(variant)
-        traj = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 200, 0.1, eps_v=1e-9, eps_p=1e-19)
+        inst = mm.data.fig3(variant=variant)
+        traj = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 200, 0.1, eps_v=1e-9, eps_p=1e-19, normalized=True)
         assert mm.cosine(traj.p[200, 0], p_target) > 0.999, variant
         assert mm.cosine(traj.v[200, 0], [0.0, 1.0]) > 0.999, variant
         if p_other is not None:
@@ -293,7 +293,7 @@ def test_loss_function_shapes_the_transient_not_the_limit():
 def test_random_equal_score_instances_converge_globally(seed):
     """C14: n=3, T=5, d=16 with equal non-optimal scores; NGD from 0 reaches the ATT-SVM direction."""
     inst = mm.data.random_instance(3, 5, 16, seed, equal_scores=True, margin=None)
-    target = mm.att_svm(inst.X, inst.optimal, inst.W).p
+    target = mm.att_svm(inst.X, inst.optimal, W=inst.W).p
     traj = mm.gd(inst.X, inst.Y, inst.v, np.zeros(16), 300, 0.1, W=inst.W, normalized=True)
     assert traj.cosine(target)[100, 0] >= 0.985
     assert traj.cosine(target)[300, 0] >= 0.99

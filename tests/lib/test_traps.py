@@ -121,7 +121,7 @@ def test_counterexample_has_one_trap_set_by_hand():
     """S = {0}: q is the ATT-SVM of sequence 1 alone, p1 >= 1, so q = (1, 0, 0); sequence 0 then
     ranks (0, 0) first, 0 - (-2) = 2 above its optimal token: a trap with gap 2. S = {1}: q =
     (-2, 3, 0) / 13 puts sequence 1's optimal token only 2/13 below: no trap."""
-    traps = mm.trap_sets(*counterexample())
+    traps = mm.trap_sets(*counterexample()[:3], W=counterexample()[3])
     assert [t.sequences for t in traps] == [(0,)]
     (trap,) = traps
     np.testing.assert_allclose(trap.q, [1.0, 0.0, 0.0], atol=1e-9)
@@ -138,12 +138,12 @@ def test_counterexample_gd_stays_trapped_but_converges_from_zero():
     (by hand: -2 p1 + 3 p2 >= 1 and p1 >= 1 are both tight, multipliers 10/3 and 2/3)."""
     X, Y, v, W = counterexample()
     run = mm.gd(X, Y, v, np.array([[4.0, 0.0, 0.0], [0.0, 0.0, 0.0]]), 20_000, 1.0, W=W)
-    excess = run.loss - mm.optimal_risk(X, Y, v)
-    selected = mm.attention(X, run.p[:, 0], W).argmax(axis=-1)  # (steps + 1, n)
+    excess = run.risk - mm.optimal_risk(X, Y, v)
+    selected = mm.attention(X, run.p[:, 0], W=W).argmax(axis=-1)  # (steps + 1, n)
     assert np.all(selected[300:] == [1, 0])
     assert run.cosine([1.0, 0.0, 0.0])[300:, 0].min() > 0.999
     assert excess[300:, 0].min() > 0.15
-    assert tuple(mm.attention(X, run.p[-1, 1], W).argmax(axis=-1)) == (0, 0)
+    assert tuple(mm.attention(X, run.p[-1, 1], W=W).argmax(axis=-1)) == (0, 0)
     assert run.cosine([1.0, 1.0, 0.0])[-1, 1] > 0.99
     assert excess[-1, 1] < 0.01
 
@@ -158,10 +158,10 @@ def test_paper_instances_have_no_trap_set():
     only checks the n = 1 path. fig2 (n = 3, equal non-optimal scores) is checked against the
     brute force."""
     for variant in ("a", "b"):
-        inst = mm.data.fig1(variant)
-        assert mm.trap_sets(inst.X, inst.Y, inst.v, inst.W) == []
+        inst = mm.data.fig1(variant=variant)
+        assert mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W) == []
     inst = mm.data.fig2()
-    assert mm.trap_sets(inst.X, inst.Y, inst.v, inst.W) == []
+    assert mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W) == []
     assert brute_traps(inst.X, inst.Y, inst.v, inst.W) == {}
 
 
@@ -180,8 +180,8 @@ def test_random_instances_match_brute_force(n, T, d, seed, equal):
     that marks a superset minimal."""
     inst = mm.data.random_instance(n, T, d, seed, equal_scores=equal)
     found = brute_traps(inst.X, inst.Y, inst.v, inst.W)
-    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, inst.W), minimal(found))
-    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, inst.W, minimal_only=False), found,
+    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W), minimal(found))
+    assert_same(mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W, minimal_only=False), found,
                 minimality(found))
 
 
@@ -192,7 +192,7 @@ def test_brute_force_cases_are_not_vacuous():
     sizes = []
     for n, T, d, seed, equal in BRUTE_CASES:
         inst = mm.data.random_instance(n, T, d, seed, equal_scores=equal)
-        sizes += [len(t.sequences) for t in mm.trap_sets(inst.X, inst.Y, inst.v, inst.W)]
+        sizes += [len(t.sequences) for t in mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W)]
     assert len(sizes) >= 8 and 2 in sizes
 
 
@@ -200,7 +200,7 @@ def test_supersets_are_pruned_by_hand():
     X, Y, v, W = pruning_instance()
     found = brute_traps(X, Y, v, W)
     assert set(found) == {(0,), (2,), (0, 2)}  # {0, 2} is a trap set, but not minimal
-    traps = mm.trap_sets(X, Y, v, W)
+    traps = mm.trap_sets(X, Y, v, W=W)
     assert_same(traps, minimal(found))
     np.testing.assert_allclose(traps[0].q, [1.0, 2.5, 0.0], atol=1e-9)
     np.testing.assert_allclose(traps[1].q, [1.0, -6.0, 0.0], atol=1e-9)
@@ -212,7 +212,7 @@ def test_supersets_are_listed_with_minimal_only_false_by_hand():
     its own q = (1, 0) (by hand: the ATT-SVM of sequence 1 alone, p1 >= 1) and selection
     (1, 0, 1); escape gap min(2, 1.5) = 1.5 (a0.q = -2, a2.q = -1.5)."""
     X, Y, v, W = pruning_instance()
-    traps = mm.trap_sets(X, Y, v, W, minimal_only=False)
+    traps = mm.trap_sets(X, Y, v, W=W, minimal_only=False)
     assert [(t.sequences, t.minimal) for t in traps] == [((0,), True), ((2,), True),
                                                          ((0, 2), False)]
     np.testing.assert_allclose(traps[2].q, [1.0, 0.0, 0.0], atol=1e-9)
@@ -237,8 +237,8 @@ def non_minimal_instance():
 
 def test_non_minimal_trap_set_by_hand():
     X, Y, v, W = non_minimal_instance()
-    assert [t.sequences for t in mm.trap_sets(X, Y, v, W)] == [(0,), (1,)]
-    traps = mm.trap_sets(X, Y, v, W, minimal_only=False)
+    assert [t.sequences for t in mm.trap_sets(X, Y, v, W=W)] == [(0,), (1,)]
+    traps = mm.trap_sets(X, Y, v, W=W, minimal_only=False)
     assert [(t.sequences, t.selection, t.minimal) for t in traps] == [
         ((0,), (1, 0, 0), True), ((1,), (0, 1, 0), True), ((0, 1), (1, 1, 0), False)]
     for t, q, gap in zip(traps, ([1.0, -2.0], [1.0, 1.0], [1.0, 0.0]), (8.0, 5.0, 2.0)):
@@ -257,7 +257,7 @@ def test_gd_is_caught_by_the_non_minimal_trap_set():
     of runs by the minimal trap sets alone would call this run "converged at another locally
     optimal selection", not trapped."""
     X, Y, v, W = non_minimal_instance()
-    minimal_selections = {t.selection for t in mm.trap_sets(X, Y, v, W)}
+    minimal_selections = {t.selection for t in mm.trap_sets(X, Y, v, W=W)}
     sel = mm.check_selection(X, Y, v, (1, 1, 0), W=W)
     assert sel.locally_optimal
     np.testing.assert_allclose(sel.svm.p, [1.0, 0.0, 0.0], atol=1e-9)
@@ -265,7 +265,7 @@ def test_gd_is_caught_by_the_non_minimal_trap_set():
     p0 = np.array([[4.0, 0.0, 0.0]])
     for kw in (dict(lr=1.0), dict(lr=0.1, normalized=True, eps=1e-300)):
         run = mm.gd(X, Y, v, p0, 20_000, W=W, **kw)
-        picked = mm.attention(X, run.p[::500, 0], W).argmax(axis=-1)
+        picked = mm.attention(X, run.p[::500, 0], W=W).argmax(axis=-1)
         assert np.all(picked == [1, 1, 0]), kw
         cos = run.cosine([1.0, 0.0, 0.0])[:, 0]
         assert cos[-1] > 0.9998 and cos[-1] > cos[len(cos) // 10], kw
@@ -273,7 +273,7 @@ def test_gd_is_caught_by_the_non_minimal_trap_set():
 
 def test_infeasible_complements_are_skipped_by_hand():
     X, Y, v, W = infeasible_complement_instance()
-    traps = mm.trap_sets(X, Y, v, W)
+    traps = mm.trap_sets(X, Y, v, W=W)
     assert [(t.sequences, t.selection) for t in traps] == [((2,), (0, 0, 1))]
     np.testing.assert_allclose(traps[0].q, [1.0, 1.0, 0.0], atol=1e-9)
     assert traps[0].escape_gap == pytest.approx(2.0, abs=1e-9)
@@ -287,7 +287,7 @@ def test_locally_optimal_selections_induce_trap_sets_with_equal_scores(seed):
     inst = mm.data.random_instance(3, 4, 6, seed, equal_scores=True)
     found = brute_traps(inst.X, inst.Y, inst.v, inst.W)
     opt = tuple(int(a) for a in inst.optimal)
-    others = [a for a in mm.locally_optimal_indices(inst.X, inst.Y, inst.v, inst.W) if a != opt]
+    others = [a for a in mm.locally_optimal_indices(inst.X, inst.Y, inst.v, W=inst.W) if a != opt]
     for alpha in others:
         S = tuple(i for i in range(3) if alpha[i] != opt[i])
         assert found[S][1] == alpha
@@ -317,14 +317,14 @@ def test_gd_near_q_keeps_every_trap_and_leaves_failing_sets():
     cases = []  # (instance, q, selection, should stay)
     for seed in range(100, 132):
         inst = mm.data.random_instance(3, 4, 6, seed, equal_scores=True)
-        traps = mm.trap_sets(inst.X, inst.Y, inst.v, inst.W)
+        traps = mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W)
         cases += [(inst, t.q, t.selection, True) for t in traps]
         K = inst.X @ inst.W
         for i in range(3):
             if any(t.sequences == (i,) for t in traps):
                 continue
             rest = [j for j in range(3) if j != i]
-            q = mm.att_svm(inst.X[rest], inst.optimal[rest], inst.W).p
+            q = mm.att_svm(inst.X[rest], inst.optimal[rest], W=inst.W).p
             logit = K[i] @ q
             t_i = 1 + int(np.argmax(logit[1:]))  # token 0 is optimal in random_instance
             if 0 < logit[t_i] - logit[0] <= 1:
@@ -341,7 +341,7 @@ def test_gd_near_q_keeps_every_trap_and_leaves_failing_sets():
                       normalized=True, eps=1e-300)
     cos = run.cosine(Q)[:, :, 0]  # (steps + 1, M)
     for m, (inst, q, selection, should_stay) in enumerate(cases):
-        picked = mm.attention(inst.X, run.p[::100, m, 0], inst.W).argmax(axis=-1)
+        picked = mm.attention(inst.X, run.p[::100, m, 0], W=inst.W).argmax(axis=-1)
         assert tuple(picked[0]) == selection
         kept = bool(np.all(picked == selection))
         assert kept == should_stay, (inst.name, selection)
@@ -377,14 +377,14 @@ CASES = {
 
 
 def test_unequal_scores_criterion_by_hand():
-    traps = mm.trap_sets(*CASES["A"])
+    traps = mm.trap_sets(*CASES["A"][:3], W=CASES["A"][3])
     assert [(t.sequences, t.selection) for t in traps] == [((0,), (1, 0))]
     np.testing.assert_allclose(traps[0].q, [1.0, 0.0, 0.0], atol=1e-9)
     assert traps[0].escape_gap == pytest.approx(1.5, abs=1e-9)
-    assert mm.trap_sets(*CASES["B"]) == []
-    assert mm.trap_sets(*CASES["C"]) == []
+    assert mm.trap_sets(*CASES["B"][:3], W=CASES["B"][3]) == []
+    assert mm.trap_sets(*CASES["C"][:3], W=CASES["C"][3]) == []
     for X, Y, v, W in CASES.values():
-        assert_same(mm.trap_sets(X, Y, v, W), minimal(brute_traps(X, Y, v, W)))
+        assert_same(mm.trap_sets(X, Y, v, W=W), minimal(brute_traps(X, Y, v, W)))
 
 
 def test_unequal_scores_gd_near_q():
@@ -395,7 +395,7 @@ def test_unequal_scores_gd_near_q():
     X = np.stack([c[0] for c in CASES.values()])
     P0 = np.stack([near(q, 20.0, rng) for _ in CASES])[:, None]
     run = mm.gd_stack(X, np.ones((3, 2)), E3, P0, 5000, 0.1, W=W3, normalized=True, eps=1e-150)
-    picked = [mm.attention(X[m], run.p[::50, m, 0], W3).argmax(axis=-1) for m in range(3)]
+    picked = [mm.attention(X[m], run.p[::50, m, 0], W=W3).argmax(axis=-1) for m in range(3)]
     a, b, c = (np.all(s == [1, 0], axis=-1) for s in picked)
     assert a.all() and c.all() and not b[-1]
     assert run.cosine(q)[-1, 0, 0] > 0.9999
@@ -411,26 +411,26 @@ def test_unequal_scores_gd_near_q():
 def test_bad_inputs_raise_clear_errors():
     X, Y, v, W = counterexample()
     with pytest.raises(ValueError, match=r"X: n=2 .*max_sequences=1.*2\^n"):
-        mm.trap_sets(X, Y, v, W, max_sequences=1)
+        mm.trap_sets(X, Y, v, W=W, max_sequences=1)
     tied = X.copy()
     tied[1, 1, 2] = 1.0  # sequence 1: both tokens score 1
     with pytest.raises(ValueError, match="sequence 1 has two tokens tied"):
-        mm.trap_sets(tied, Y, v, W)
+        mm.trap_sets(tied, Y, v, W=W)
     with pytest.raises(ValueError, match=r"^X: expected shape \(n, T, d\)"):
-        mm.trap_sets(X[0], Y, v, W)
+        mm.trap_sets(X[0], Y, v, W=W)
     with pytest.raises(ValueError, match=r"^Y: expected shape \(2,\)"):
-        mm.trap_sets(X, np.ones(3), v, W)
+        mm.trap_sets(X, np.ones(3), v, W=W)
     with pytest.raises(ValueError, match=r"^Y: labels must be -1 or \+1"):
-        mm.trap_sets(X, [1.0, 0.0], v, W)
+        mm.trap_sets(X, [1.0, 0.0], v, W=W)
     with pytest.raises(ValueError, match=r"^v: expected shape \(3,\)"):
-        mm.trap_sets(X, Y, v[:2], W)
+        mm.trap_sets(X, Y, v[:2], W=W)
     with pytest.raises(ValueError, match=r"^W: expected shape \(3, 3\)"):
-        mm.trap_sets(X, Y, v, W[:2])
+        mm.trap_sets(X, Y, v, W=W[:2])
     with pytest.raises(ValueError, match="^X: non-finite"):
-        mm.trap_sets(np.where(X == 3.0, np.nan, X), Y, v, W)
+        mm.trap_sets(np.where(X == 3.0, np.nan, X), Y, v, W=W)
     with pytest.raises(ValueError, match="^max_sequences: must be >= 1"):
-        mm.trap_sets(X, Y, v, W, max_sequences=0)
+        mm.trap_sets(X, Y, v, W=W, max_sequences=0)
     with pytest.raises(TypeError, match="^max_sequences: expected an integer"):
-        mm.trap_sets(X, Y, v, W, max_sequences=2.5)
+        mm.trap_sets(X, Y, v, W=W, max_sequences=2.5)
     with pytest.raises(TypeError, match="^minimal_only: expected True or False"):
-        mm.trap_sets(X, Y, v, W, minimal_only="no")
+        mm.trap_sets(X, Y, v, W=W, minimal_only="no")

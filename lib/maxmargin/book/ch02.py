@@ -11,7 +11,7 @@ from . import plots
 FIG1_NAMES = ("x1", "x2", "x3")
 
 
-def fig1_local_optima(ax, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: float = 0.0,
+def fig1_local_optima(ax, *, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: float = 0.0,
                       title: bool = True):
     """Explorer panel: which selections of the moved Fig. 1 instance are locally optimal.
 
@@ -19,8 +19,8 @@ def fig1_local_optima(ax, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: float 
     selection (:func:`maxmargin.book.plots.selection_directions`). Returns the list of
     ``mm.Selection``.
     """
-    inst = data.fig1_moved(x3_score, (x2_x, x2_y))
-    found = feasible_selections(inst.X, inst.Y, inst.v, inst.W)
+    inst = data.fig1_moved(x3_score=x3_score, x2=(x2_x, x2_y))
+    found = feasible_selections(inst.X, inst.Y, inst.v, W=inst.W)
     gamma = inst.scores[0]
     top = int(np.argmax(gamma)) if np.sum(gamma == gamma.max()) == 1 else None
     ax.set_xlim(-2.0, 2.4)

@@ -111,7 +111,7 @@ class Settling:
         return int(self.checked[-1])
 
 
-def settle(inst, p0, steps: int, max_steps: int, lr: float = 0.1, eps: float = 1e-9,
+def settle(inst, p0, steps: int, max_steps: int, *, lr: float = 0.1, eps: float = 1e-9,
            growth: int = 4) -> Settling:
     """Normalized GD (``lr``, ``eps``) from each start of ``p0`` (B, d) on a Fig. 1-family
     instance, classified by :func:`settled_tokens` after ``steps`` steps; the runs not settled
@@ -154,8 +154,8 @@ def settle(inst, p0, steps: int, max_steps: int, lr: float = 0.1, eps: float = 1
 def _moved_selections(x3_score: float):
     """The moved Fig. 1 instance and its feasible selections, cached: the score explorer solves
     them again only when x3's score changes, not when the start moves."""
-    inst = data.fig1_moved(x3_score)
-    return inst, tuple(feasible_selections(inst.X, inst.Y, inst.v, inst.W))
+    inst = data.fig1_moved(x3_score=x3_score)
+    return inst, tuple(feasible_selections(inst.X, inst.Y, inst.v, W=inst.W))
 
 
 def _svm_rays(ax, inst, locally_optimal_only: bool = True, selections=None):
@@ -163,7 +163,7 @@ def _svm_rays(ax, inst, locally_optimal_only: bool = True, selections=None):
     (``selections``: its precomputed feasible selections, found here if None)."""
     top = int(np.argmax(inst.scores[0]))
     if selections is None:
-        selections = feasible_selections(inst.X, inst.Y, inst.v, inst.W)
+        selections = feasible_selections(inst.X, inst.Y, inst.v, W=inst.W)
     for s in selections:
         if locally_optimal_only and not s.locally_optimal:
             continue
@@ -172,7 +172,7 @@ def _svm_rays(ax, inst, locally_optimal_only: bool = True, selections=None):
                         label=f"$p^{{mm}}$({FIG1_NAMES[t]})")
 
 
-def draw_basin(ax, x3_score: float = 0.0, extent: float = 8.0, num: int = 41, steps: int = 200,
+def draw_basin(ax, *, x3_score: float = 0.0, extent: float = 8.0, num: int = 41, steps: int = 200,
                max_steps: int = 51_200, eps: float = 1e-9, title: bool = True,
                legend: bool = False):
     """Static-twin panel: the basin map of the Fig. 1 instance with x3's score set to ``x3_score``.
@@ -183,7 +183,7 @@ def draw_basin(ax, x3_score: float = 0.0, extent: float = 8.0, num: int = 41, st
     the ATT-SVM rays of the locally-optimal selections are drawn on top, ``legend`` adds a legend.
     Returns the fractions of starts settled at x1, settled at x2 and not settled, shape (3,).
     """
-    inst = data.fig1_moved(x3_score)
+    inst = data.fig1_moved(x3_score=x3_score)
     grid = np.linspace(-extent, extent, _checks.positive_int(num, "num"))
     A, B = np.meshgrid(grid, grid)
     p0 = np.stack([A.ravel(), B.ravel(), np.zeros(A.size)], axis=-1)
@@ -204,7 +204,7 @@ def draw_basin(ax, x3_score: float = 0.0, extent: float = 8.0, num: int = 41, st
     return np.bincount(cells.ravel(), minlength=3) / cells.size
 
 
-def draw_score_explorer(ax, x3_score: float = 0.0, angle: float = -80.0, norm: float = 1.0,
+def draw_score_explorer(ax, *, x3_score: float = 0.0, angle: float = -80.0, norm: float = 1.0,
                         steps: int = 200, max_steps: int = 51_200, eps: float = 1e-9):
     """Live-explorer panel: one normalized-GD path on the Fig. 1 instance with x3's score changed.
 

@@ -13,7 +13,7 @@ import numpy as np
 from ..model import keys, scores
 
 
-def ngd_log_domain(X, Y, v, P, steps: int, lr: float = 0.1, W=None,
+def ngd_log_domain(X, Y, v, P, steps: int, *, lr: float = 0.1, W=None,
                    record_every: int = 1000) -> np.ndarray:
     """Normalized GD on the logistic risk, ``p <- p - lr g / |g|``, with the direction of g
     computed from log-magnitudes: no term underflows, whatever the logit gaps.
@@ -25,7 +25,7 @@ def ngd_log_domain(X, Y, v, P, steps: int, lr: float = 0.1, W=None,
     X : (n, T, d) tokens; Y : (n,) labels; v : (d,) head; P : (B, d) starts; W : (d, d) or None.
     Returns the iterates every ``record_every`` steps, (steps // record_every + 1, B, d).
     """
-    K = keys(X, W)
+    K = keys(X, W=W)
     gamma = scores(X, Y, v)
     n, T, d = K.shape
     P = np.array(P, dtype=float, ndmin=2)

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import data
-from ..model import excess_risk_on_circle
+from .landscape import excess_risk_on_circle
 from . import plots
 from .explore import live
 
 
-def loss_effect(ax, runs, color, label=None, dashed=(100.0,), alpha_step: float = 0.09):
+def loss_effect(ax, runs, color, *, label=None, dashed=(100.0,), alpha_step: float = 0.09):
     """Fig. 4 style paths: ``runs`` maps C to a (steps + 1, >= 2) path; solid lines whose alpha
     grows with C (0.09 (j + 1) for the j-th smallest C), dashed for the C values in ``dashed``."""
     solid = sorted(C for C in runs if C not in dashed)
@@ -23,7 +23,7 @@ def loss_effect(ax, runs, color, label=None, dashed=(100.0,), alpha_step: float 
     return ax
 
 
-def draw_fig4_ring(ax, R: float = 4.0, C: float = 10.0, legend: bool = True):
+def draw_fig4_ring(ax, *, R: float = 4.0, C: float = 10.0, legend: bool = True):
     """Explorer panel: excess risk around the circle of radius R on the Fig. 4 data, both losses.
 
     The ATT-SVM direction (1, 0, 0) is at angle 0 for every C; each loss's minimiser on the
@@ -31,7 +31,7 @@ def draw_fig4_ring(ax, R: float = 4.0, C: float = 10.0, legend: bool = True):
     """
     inst = data.fig4(C)
     for loss, color in (("correlation", plots.VERMILLION), ("logistic", plots.BLUE)):
-        theta, gap = excess_risk_on_circle(inst.X, inst.Y, inst.v, R, inst.W, loss)
+        theta, gap = excess_risk_on_circle(inst.X, inst.Y, inst.v, R, W=inst.W, loss=loss)
         gap = np.maximum(gap, 1e-300)
         k = int(np.argmin(gap))
         ax.semilogy(theta, gap, color=color, label=f"{loss}: min at {theta[k]:+.1f} deg")

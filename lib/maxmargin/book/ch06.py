@@ -13,11 +13,11 @@ from ..train import gd_joint
 from . import plots
 from .explore import live
 
-FIG3_SETTINGS = dict(lr=0.1, eps_p=1e-19, eps_v=1e-9)  # the paper's joint-training run
+FIG3_SETTINGS = dict(lr=0.1, normalized=True, eps_p=1e-19, eps_v=1e-9)  # the paper's joint-training run
 FIG3_WINDOW = ((-2.0, 15.0), (-3.0, 12.0))
 
 
-def joint_paths(ax, v_path, p_path, p_dir, v_dir, X=None, full_dir=None, arrow_every: int = 10,
+def joint_paths(ax, v_path, p_path, p_dir, v_dir, *, X=None, full_dir=None, arrow_every: int = 10,
                 window=FIG3_WINDOW, legend: bool = True):
     """One panel of Fig. 3: the paths of p (vermillion) and v (blue) with the SVM directions.
 
@@ -63,25 +63,26 @@ def joint_paths(ax, v_path, p_path, p_dir, v_dir, X=None, full_dir=None, arrow_e
     return ax
 
 
-def joint_run(c: float, steps: int = 200):
+def joint_run(c: float, *, steps: int = 199):
     """Joint normalized GD on :func:`maxmargin.data.fig3_moved` (c) with the paper's settings; returns
-    (instance, JointTrajectory, JointSVMs). The trajectory holds ``steps`` iterates (0..steps-1)."""
-    steps = _checks.positive_int(steps, "steps", minimum=2)
+    (instance, JointTrajectory, JointSVMs). ``steps`` updates, as everywhere in the library: the
+    trajectory holds steps + 1 iterates (the default: 200, as in the chapter's figure)."""
+    steps = _checks.positive_int(steps, "steps")
     inst = data.fig3_moved(c)
-    run = gd_joint(inst.X, inst.Y, inst.v0, inst.p0, steps=steps - 1, W=inst.W, **FIG3_SETTINGS)
-    return inst, run, joint_svms(inst.X, inst.Y, [1, 1, 1], inst.W)
+    run = gd_joint(inst.X, inst.Y, inst.v0, inst.p0, steps=steps, W=inst.W, **FIG3_SETTINGS)
+    return inst, run, joint_svms(inst.X, inst.Y, [1, 1, 1], W=inst.W)
 
 
 @lru_cache(maxsize=256)
 def _cached_joint_run(c: float, steps: int):
     """:func:`joint_run`, remembered: the explorer's slider revisits the same values of c."""
-    return joint_run(c, steps)
+    return joint_run(c, steps=steps)
 
 
-def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, title: bool = True):
+def joint_panel(ax, *, c: float = 1.5, steps: int = 199, legend: bool = False, title: bool = True):
     """Explorer panel: Fig. 3 with the selected token of sequence 2 at (0.5, c).
 
-    Draws the joint paths of p and v over ``steps`` iterates with the relaxed p-SVM (red dashed),
+    Draws the joint paths of p and v over ``steps`` updates with the relaxed p-SVM (red dashed),
     the full ATT-SVM (gray dashed) and v^mm (blue dashed); the title gives the angle of the last p
     and of both SVM directions. Returns the angles in degrees (gd, relaxed, full).
     """
@@ -99,7 +100,7 @@ def joint_panel(ax, c: float = 1.5, steps: int = 200, legend: bool = False, titl
     return angles
 
 
-def joint_explorer(steps: int = 200):
+def joint_explorer(*, steps: int = 199):
     """Live explorer: a slider for c, the second coordinate of sequence 2's selected token r_2."""
     import ipywidgets
 

@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .. import _checks
-from ..model import attention, excess_risk, excess_risk_on_plane, keys
+from ..model import attention, excess_risk, keys
+from .landscape import excess_risk_on_plane
 from ..svm import att_svm
 from . import plots
 
@@ -23,7 +24,7 @@ from . import plots
 _CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*/?>')
 
 
-def live(draw: Callable, width: float = 5.0, height: float = 4.0, **controls):
+def live(draw: Callable, *, width: float = 5.0, height: float = 4.0, **controls):
     """An ``ipywidgets.interactive`` that redraws ``draw(ax, **params)`` as the controls move.
 
     ``controls`` are ipywidgets (or anything ``interactive`` accepts) keyed by parameter name.
@@ -56,11 +57,11 @@ def _show(fig) -> None:
     display(fig)
 
 
-def small_multiples(draw: Callable, settings: Sequence[dict], ncols: int = 3, width: float = 3.4,
+def small_multiples(draw: Callable, settings: Sequence[dict], *, ncols: int = 3, width: float = 3.4,
                     height: float = 3.0, titles: Sequence[str] | None = None):
     """The static twin: one panel per parameter setting, ``draw(ax, **setting)`` in each."""
     nrows = int(np.ceil(len(settings) / ncols))
-    fig, axes = plots.panels(ncols, nrows, width=width, height=height)
+    fig, axes = plots.panels(ncols=ncols, nrows=nrows, width=width, height=height)
     for k, ax in enumerate(axes):
         if k >= len(settings):
             ax.set_visible(False)
@@ -71,7 +72,7 @@ def small_multiples(draw: Callable, settings: Sequence[dict], ncols: int = 3, wi
     return fig
 
 
-def animation(draw: Callable, settings: Sequence[dict], width: float = 5.0, height: float = 4.0,
+def animation(draw: Callable, settings: Sequence[dict], *, width: float = 5.0, height: float = 4.0,
               interval: int = 200):
     """The static twin as a self-contained JavaScript animation (``to_jshtml``), one frame a setting."""
     from matplotlib.animation import FuncAnimation
@@ -117,14 +118,14 @@ def _prompt_plane_layout(k: int, width: float | None = None, height: float | Non
     return fig, plane, bars
 
 
-def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence: int = 0,
+def draw_prompt_plane(plane, bars, inst, points, *, names=None, grid=None, sequence: int = 0,
                       colorbar: bool = True, svm=None):
     """Draw the loss landscape over the (p1, p2) plane and the attention at marked prompts.
 
     plane : Axes for the map of log10(L(p) - L*); bars : one Axes per point for the attention
     weights of sequence ``sequence``; inst : a :class:`maxmargin.data.Instance` with d >= 2;
     points : (k, 2) prompts (p1, p2) (other coordinates 0); names : k labels (default A, B, ...);
-    grid : a precomputed :func:`maxmargin.excess_risk_on_plane` (computed here if None);
+    grid : a precomputed :func:`maxmargin.book.landscape.excess_risk_on_plane` (computed here if None);
     svm : the instance's precomputed :func:`maxmargin.att_svm` (solved here if None).
     Returns the excess risks (k,) at the points.
     """
@@ -139,11 +140,11 @@ def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence
     if not 0 <= sequence < n:
         raise ValueError(f"sequence: expected an index in [0, {n}), got {sequence}")
     names = [chr(ord("A") + j) for j in range(len(points))] if names is None else list(names)
-    grid = excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W) if grid is None else grid
+    grid = excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W) if grid is None else grid
     filled = plots.risk_gap_map(plane, grid)
     if colorbar:
         plane.figure.colorbar(filled, ax=plane, shrink=0.85, label=r"$\log_{10}(L(p) - L_\star)$")
-    K = keys(inst.X, inst.W)
+    K = keys(inst.X, W=inst.W)
     plots.draw_tokens(plane, K[sequence, :, :2], optimal=inst.optimal[sequence], color="white",
                       labels=[f"$x_{t + 1}$" for t in range(T)], size=90)
     for label in plane.texts:
@@ -166,7 +167,7 @@ def draw_prompt_plane(plane, bars, inst, points, names=None, grid=None, sequence
     return gaps
 
 
-def prompt_plane(inst, points, names=None, grid=None, sequence: int = 0):
+def prompt_plane(inst, points, *, names=None, grid=None, sequence: int = 0):
     """Static twin of :func:`prompt_explorer`: the map with marked prompts and their attention bars.
 
     Returns the figure. See :func:`draw_prompt_plane` for the arguments.
@@ -176,14 +177,14 @@ def prompt_plane(inst, points, names=None, grid=None, sequence: int = 0):
     return fig
 
 
-def prompt_explorer(inst, sequence: int = 0, max_norm: float = 10.0):
+def prompt_explorer(inst, *, sequence: int = 0, max_norm: float = 10.0):
     """Live explorer: sliders for the angle (degrees) and norm of p in the (p1, p2) plane.
 
     Redraws the loss map with the current prompt and the attention weights of ``sequence``.
     """
     import ipywidgets
 
-    grid = excess_risk_on_plane(inst.X, inst.Y, inst.v, inst.W)
+    grid = excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W)
     svm = att_svm(inst.X, inst.optimal, W=inst.W)
     fig, plane, bars = _prompt_plane_layout(1)
     plt.close(fig)  # displayed by each update (see :func:`live`)

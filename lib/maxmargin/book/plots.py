@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..losses import get_loss
-from ..model import excess_risk_on_rays
+from .landscape import excess_risk_on_rays
 
 # Okabe-Ito palette
 BLACK, ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
@@ -65,7 +65,7 @@ def book_style():
         yield
 
 
-def panels(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.6, **kw):
+def panels(*, ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3.6, **kw):
     """A figure of ``nrows x ncols`` panels of the given size in inches; returns (fig, axes array)."""
     with book_style():
         fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows),
@@ -78,7 +78,7 @@ def panels(ncols: int = 1, nrows: int = 1, width: float = 4.2, height: float = 3
 # ----------------------------------------------------------------------------------------------
 
 
-def draw_tokens(ax, points, optimal=None, support=None, color=BLACK, labels=None, size=140, zorder=5):
+def draw_tokens(ax, points, *, optimal=None, support=None, color=BLACK, labels=None, size=140, zorder=5):
     """Scatter the tokens of one sequence.
 
     points : (T, 2) token coordinates; optimal : index drawn as a star; support : (T,) bool mask
@@ -97,15 +97,15 @@ def draw_tokens(ax, points, optimal=None, support=None, color=BLACK, labels=None
     return ax
 
 
-def sequences(ax, X2, optimal=None, support=None, colors=SEQUENCE_COLORS):
+def sequences(ax, X2, *, optimal=None, support=None, colors=SEQUENCE_COLORS):
     """Tokens of several sequences, one colour per sequence. X2 is (n, T, 2)."""
     for i, points in enumerate(np.asarray(X2, dtype=float)):
-        draw_tokens(ax, points, None if optimal is None else optimal[i],
-               None if support is None else support[i], color=colors[i % len(colors)], size=90)
+        draw_tokens(ax, points, optimal=None if optimal is None else optimal[i],
+               support=None if support is None else support[i], color=colors[i % len(colors)], size=90)
     return ax
 
 
-def direction(ax, p, color=GLOBAL_COLOR, label=None, length=None, style="--", lw=2.0):
+def direction(ax, p, *, color=GLOBAL_COLOR, label=None, length=None, style="--", lw=2.0):
     """A ray from the origin along the 2-D direction ``p`` (drawn to the axes' edge by default)."""
     p = np.asarray(p, dtype=float)[:2]
     u = p / np.linalg.norm(p)
@@ -117,7 +117,7 @@ def direction(ax, p, color=GLOBAL_COLOR, label=None, length=None, style="--", lw
     return ax
 
 
-def hyperplane(ax, normal, through, color="#555555", label=None):
+def hyperplane(ax, normal, through, *, color="#555555", label=None):
     """The line through ``through`` orthogonal to the 2-D ``normal`` (dotted, across the axes)."""
     normal = np.asarray(normal, dtype=float)[:2]
     along = np.array([-normal[1], normal[0]]) / np.linalg.norm(normal)
@@ -128,7 +128,7 @@ def hyperplane(ax, normal, through, color="#555555", label=None):
     return ax
 
 
-def cone(ax, direction, half_angle, radius=None, color=LOCAL_COLOR, alpha=0.18, label=None):
+def cone(ax, direction, half_angle, *, radius=None, color=LOCAL_COLOR, alpha=0.18, label=None):
     """Shade the 2-D cone of directions within ``half_angle`` degrees of ``direction``.
 
     direction : (>= 2,) vector, its first two coordinates are used; half_angle : degrees in
@@ -151,7 +151,7 @@ def cone(ax, direction, half_angle, radius=None, color=LOCAL_COLOR, alpha=0.18, 
     return ax
 
 
-def selection_directions(ax, points, selections, names=None, scores=None, optimal=None,
+def selection_directions(ax, points, selections, *, names=None, scores=None, optimal=None,
                          length=1.5):
     """One sequence's tokens and the ATT-SVM direction of each of its feasible selections.
 
@@ -192,7 +192,7 @@ def selection_directions(ax, points, selections, names=None, scores=None, optima
     return ax
 
 
-def token_legend(ax, extra=(), loc="best"):
+def token_legend(ax, *, extra=(), loc="best"):
     """A legend that explains the marker roles (optimal, other, support) plus ``extra`` handles."""
     from matplotlib.lines import Line2D
 
@@ -212,7 +212,7 @@ def token_legend(ax, extra=(), loc="best"):
 # ----------------------------------------------------------------------------------------------
 
 
-def draw_paths(ax, P, color=PATH_COLOR, arrow_every: int = 10, label=None, lw=1.4, alpha=0.9):
+def draw_paths(ax, P, *, color=PATH_COLOR, arrow_every: int = 10, label=None, lw=1.4, alpha=0.9):
     """Parameter paths: P is (steps + 1, B, 2) (or (steps + 1, 2)); an arrow every few steps."""
     P = np.asarray(P, dtype=float)[..., :2]
     if P.ndim == 2:
@@ -230,7 +230,7 @@ def draw_paths(ax, P, color=PATH_COLOR, arrow_every: int = 10, label=None, lw=1.
     return ax
 
 
-def draw_regularization_path(ax, points, radii=None, color=PURPLE, label="regularization path",
+def draw_regularization_path(ax, points, *, radii=None, color=PURPLE, label="regularization path",
                         annotate: bool = True, marker="o"):
     """Path points p_bar(R), (k, >= 2), as markers joined by a line; ``radii`` (k,) label them."""
     P = np.asarray(points, dtype=float)[:, :2]
@@ -244,7 +244,7 @@ def draw_regularization_path(ax, points, radii=None, color=PURPLE, label="regula
     return ax
 
 
-def curves(ax, x, values, color=None, label=None, band=True, lw=1.8):
+def curves(ax, x, values, *, color=None, label=None, band=True, lw=1.8):
     """Mean of ``values`` (steps, runs) against ``x``, with a min-max band over the runs."""
     values = np.asarray(values, dtype=float)
     if values.ndim == 1:
@@ -255,7 +255,7 @@ def curves(ax, x, values, color=None, label=None, band=True, lw=1.8):
     return ax
 
 
-def quantile_curves(ax, x, values, color=None, label=None, q=(0.1, 0.9), lw=1.8):
+def quantile_curves(ax, x, values, *, color=None, label=None, q=(0.1, 0.9), lw=1.8):
     """Median of ``values`` (steps, runs) against ``x`` with a band between the quantiles ``q``.
 
     Suited to log axes, where a mean is dominated by the largest run. Returns ``ax``.
@@ -269,7 +269,7 @@ def quantile_curves(ax, x, values, color=None, label=None, q=(0.1, 0.9), lw=1.8)
     return ax
 
 
-def mean_with_error(ax, x, samples, color=None, label=None, marker="o"):
+def mean_with_error(ax, x, samples, *, color=None, label=None, marker="o"):
     """Mean over seeds with standard-error bars.
 
     x : (k,) settings; samples : (k, S) one value per setting and seed (S >= 2). The bar is
@@ -292,7 +292,7 @@ def mean_with_error(ax, x, samples, color=None, label=None, marker="o"):
 _LOSS_TEX = {"logistic": r"$\log(1+e^{-x})$", "exponential": r"$e^{-x}$", "correlation": r"$-x$"}
 
 
-def loss_curves(axes, x=None, names=("logistic", "exponential", "correlation")):
+def loss_curves(axes, *, x=None, names=("logistic", "exponential", "correlation")):
     """Margin losses l(x) in ``axes[0]`` and their derivatives l'(x) in ``axes[1]``.
 
     axes : two Axes; x : (m,) margins, default 241 points in [-3, 3]; names : losses known to
@@ -317,7 +317,7 @@ def loss_curves(axes, x=None, names=("logistic", "exponential", "correlation")):
     return axes
 
 
-def attention_bars(ax, s, labels=None, optimal=None, color=BLUE, annotate=True):
+def attention_bars(ax, s, *, labels=None, optimal=None, color=BLUE, annotate=True):
     """Bar chart of one sequence's attention weights.
 
     s : (T,) softmax weights; labels : T tick labels (default x1..xT); optimal : index of the
@@ -346,8 +346,8 @@ def attention_bars(ax, s, labels=None, optimal=None, color=BLUE, annotate=True):
 # ----------------------------------------------------------------------------------------------
 
 
-def risk_gap_map(ax, grid, floor: float = 1e-12, levels: int = 14):
-    """Filled contours of log10(L(p) - L*) from :func:`maxmargin.excess_risk_on_plane`; returns the contour set."""
+def risk_gap_map(ax, grid, *, floor: float = 1e-12, levels: int = 14):
+    """Filled contours of log10(L(p) - L*) from :func:`maxmargin.book.landscape.excess_risk_on_plane`; returns the contour set."""
     p1, p2, gap = grid
     logs = np.log10(np.maximum(gap, floor))
     filled = ax.contourf(p1, p2, logs, levels=levels, cmap="viridis", zorder=0)
@@ -358,11 +358,11 @@ def risk_gap_map(ax, grid, floor: float = 1e-12, levels: int = 14):
     return filled
 
 
-def excess_risk_along_rays(ax, X, Y, v, directions, W=None, radii=None, labels=None, colors=None,
+def excess_risk_along_rays(ax, X, Y, v, directions, *, W=None, radii=None, labels=None, colors=None,
                            loss="logistic"):
     """Excess risk L(R u) - L* against R for unit directions u, on a log scale.
 
-    directions : (k, d) directions (normalised by :func:`maxmargin.excess_risk_on_rays`);
+    directions : (k, d) directions (normalised by :func:`maxmargin.book.landscape.excess_risk_on_rays`);
     radii : (m,) values of R, default 0..20. Returns (ax, gaps (k, m)).
     """
     radii, gaps = excess_risk_on_rays(X, Y, v, directions, W=W, radii=radii, loss=loss)
@@ -374,7 +374,7 @@ def excess_risk_along_rays(ax, X, Y, v, directions, W=None, radii=None, labels=N
     return ax, gaps
 
 
-def selection_map(ax, xs, ys, selected, names, colors=None, alpha: float = 0.4, equal: bool = True):
+def selection_map(ax, xs, ys, selected, names, *, colors=None, alpha: float = 0.4, equal: bool = True):
     """Colour a grid of starting points by the token gradient descent ends up selecting.
 
     xs : (a,) and ys : (b,) grid coordinates (the attended plane); selected : (b, a) int labels in
@@ -406,7 +406,7 @@ def selection_map(ax, xs, ys, selected, names, colors=None, alpha: float = 0.4, 
     return ax, handles
 
 
-def signed_log_map(ax, xs, ys, values, linthresh: float = 1e-8, vmax: float | None = None):
+def signed_log_map(ax, xs, ys, values, *, linthresh: float = 1e-8, vmax: float | None = None):
     """Heat map of a signed quantity on a grid with a symmetric log scale (blue > 0, red < 0).
 
     xs : (a,), ys : (b,), values : (b, a). Values with magnitude below ``linthresh`` are drawn
