@@ -17,15 +17,16 @@ PYTORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 ifeq ($(CPU_ONLY),1)
 TORCH_INDEX_URL := $(PYTORCH_CPU_INDEX)
 endif
-TORCH_PIN := $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' pyproject.toml)
+TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
 
 .PHONY: book test test-repo test-lib test-chapters test-notebooks test-site test-portability mutants bench notebooks course clean
 
-# The virtual environment: created on first use, re-installed only when the pins change.
-$(STAMP): pyproject.toml
+# The virtual environment: created on first use, re-installed only when the requirements or the
+# pins change. pyproject.toml says what is needed (ranges), constraints.txt which exact versions.
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(if $(TORCH_INDEX_URL),$(BIN)/python -m pip install -q --index-url "$(TORCH_INDEX_URL)" "$(TORCH_PIN)")
-	$(BIN)/python -m pip install -q -e ".[book,test]"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[book,site,test]"
 	@touch $@
 
 # Offline MathJax, fetched from the npm registry at a pinned version (scripts/fetch_vendor.sh).

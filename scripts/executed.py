@@ -12,8 +12,8 @@ outputs from here instead of executing the page again:
   (:func:`export.glue_values`).
 
 A saved run is used only while its fingerprint matches: the SHA-256 of the page's source, of
-every file of ``lib/`` and of ``pyproject.toml`` (the pins). Edit the chapter or the library,
-and :func:`load` returns None, so the caller executes the page afresh: a stale number is never
+every file of ``lib/``, ``pyproject.toml`` and ``constraints.txt`` (the pins). Edit the chapter
+or the library, and :func:`load` returns None, so the caller executes the page afresh: a stale number is never
 reused. ``make book`` does not read this store: it always executes every page.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ KEY = "executed"          # the notebook metadata key of a saved run
 def fingerprint(docname: str, root: Path = ROOT) -> str:
     """SHA-256 of the page's source, the library's files and the pins (hex string)."""
     digest = hashlib.sha256()
-    inputs = [source_path(docname, root), root / "pyproject.toml",
+    inputs = [source_path(docname, root), root / "pyproject.toml", root / "constraints.txt",
               *sorted(p for p in (root / "lib").rglob("*")
                       if p.is_file() and "__pycache__" not in p.parts
                       and ".egg-info" not in str(p))]

@@ -28,6 +28,7 @@ from bookindex import (CODE_FENCE, DIRECTIVE, MATH_LABEL, PROOF_KINDS, TARGET_LI
                        book_index, figure_options, split_directive)
 import executed
 from bookutils import ROOT, read_notebook
+from pins import reader_pins
 
 # ----------------------------------------------------------------------------- glue values
 
@@ -421,16 +422,17 @@ def _tidy(text: str) -> str:
 
 COLAB_MODULES = {"myst-nb": "myst_nb", "cvxpy": "cvxpy", "clarabel": "clarabel",
                  "jupytext": "jupytext", "ipywidgets": "ipywidgets", "numpy": "numpy",
-                 "scipy": "scipy", "torch": "torch", "matplotlib": "matplotlib"}
+                 "scipy": "scipy", "torch": "torch", "matplotlib": "matplotlib",
+                 "numba": "numba", "llvmlite": "llvmlite"}
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
 def read_config(root: Path = ROOT) -> dict:
-    """What the install cell needs: the repository URL and branch (``_config.yml``), the
-    runtime pins (``pyproject.toml``)."""
+    """What the install cell needs: the repository URL and branch (``_config.yml``), the pins
+    of what a reader's notebook runs (the library and its ``book`` extra, ``constraints.txt``)."""
     config = yaml.safe_load((root / "_config.yml").read_text())
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    pins = dict(req.split("==", 1) for req in project["dependencies"])
+    pins = reader_pins(root)
     return {"repo_url": config["repository"]["url"].rstrip("/"),
             "branch": config["repository"].get("branch", "main"),
             "pins": pins, "name": project["name"]}
@@ -443,9 +445,10 @@ def install_cell(config: dict) -> nbformat.NotebookNode:
     dependencies, and only the missing ones are added at our pins: Colab's own numpy, scipy,
     matplotlib and torch stay (our exact torch pin would replace Colab's CUDA build with a
     2.7 GB download and force a restart). Elsewhere on Linux, the CPU-only PyTorch wheel is
-    installed first, then the library with its pins.
+    installed first, then the library with its ``book`` extra at the pins.
     """
     url = f"git+{config['repo_url']}@{config['branch']}"
+    exact = " ".join(f"{name}=={version}" for name, version in config["pins"].items())
     colab = [(COLAB_MODULES[name], f"{name}=={version}") for name, version
              in config["pins"].items() if name in COLAB_MODULES]
     items = [f'"{module}": "{pin}",' for module, pin in colab]
@@ -457,7 +460,7 @@ import importlib.util
 import sys
 
 if importlib.util.find_spec("maxmargin") is None:
-    book = "{config['name']} @ {url}"
+    book = "{config['name']}[book] @ {url}"
     if "google.colab" in sys.modules:  # keep Colab's torch, numpy...
         pins = {{  # module: pin, installed only when Colab lacks the module
 {pins}
@@ -470,7 +473,7 @@ if importlib.util.find_spec("maxmargin") is None:
     else:
         if sys.platform == "linux":  # CPU-only PyTorch: no 2.7 GB of CUDA
             %pip install -q torch=={config['pins']['torch']} --index-url {CPU_INDEX}
-        %pip install -q "{{book}}"'''
+        %pip install -q "{{book}}" {exact}'''
     return nbformat.v4.new_code_cell(source, metadata={"export": {"install": True},
                                                        "tags": ["install"]})
 

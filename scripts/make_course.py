@@ -31,6 +31,7 @@ from pathlib import Path
 import nbformat
 
 from bookutils import ROOT, chapter_notebooks, clean_for_export, read_notebook, student_notebook
+from pins import constraints
 from nbgrader_source import lock_unmarked, nbgrader_notebook
 
 MANIFEST = ".course-pack.json"
@@ -157,11 +158,11 @@ def _project(root: Path = ROOT) -> dict:
 
 
 def torch_pin(root: Path = ROOT) -> str:
-    """The `torch==X` requirement of pyproject.toml."""
-    pins = [d for d in _project(root)["dependencies"] if re.match(r"torch\b", d)]
-    if len(pins) != 1:
-        raise CourseError("pyproject.toml must list torch exactly once in its dependencies")
-    return pins[0].split(";")[0].strip()
+    """The `torch==X` pin of constraints.txt."""
+    version = constraints(root).get("torch")
+    if version is None:
+        raise CourseError("constraints.txt must pin torch")
+    return f"torch=={version}"
 
 
 def render(template: str, **values) -> str:
@@ -243,6 +244,7 @@ def make_course(outdir: Path, chapters: list[Path], root: Path = ROOT) -> list[s
             for pack in ("student", "instructor"):
                 write(f"{pack}/README.md", readme(pack, titles, wheel, root))
                 write(f"{pack}/{wheel.name}", wheel)
+                write(f"{pack}/constraints.txt", root / "constraints.txt")
             write("nbgrader/README.md", render(
                 "README-nbgrader.md", assignments=", ".join(f"`{s}`" for s in titles),
                 first=next(iter(titles))))
@@ -261,6 +263,7 @@ def make_course(outdir: Path, chapters: list[Path], root: Path = ROOT) -> list[s
                 write(f"{folder}/README.md",
                       readme("nbgrader", {path.stem: titles[path.stem]}, wheel, root))
                 write(f"{folder}/{wheel.name}", wheel)
+                write(f"{folder}/constraints.txt", root / "constraints.txt")
                 print(f"{path.name}: student, instructor, nbgrader/source/{path.stem}")
     finally:
         (outdir / MANIFEST).write_text(json.dumps(

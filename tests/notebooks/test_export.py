@@ -143,7 +143,8 @@ class FakeShell:
 
 
 def run_install_cell(monkeypatch, *, installed: bool, colab: bool, platform: str,
-                     present=("numpy", "scipy", "torch", "matplotlib", "ipywidgets")):
+                     present=("numpy", "scipy", "torch", "matplotlib", "ipywidgets", "numba",
+                              "llvmlite")):
     from IPython.core.inputtransformer2 import TransformerManager
 
     cell = export.install_cell(export.read_config(ROOT))
@@ -176,14 +177,18 @@ def test_install_cell_is_guarded(monkeypatch):
 
 def test_install_cell_on_linux_takes_the_cpu_wheel_first(monkeypatch):
     config = export.read_config(ROOT)
-    spec = f'"maxmargin @ git+{config["repo_url"]}@{config["branch"]}"'
+    spec = f'"maxmargin[book] @ git+{config["repo_url"]}@{config["branch"]}"'
+    # every pin a reader's notebook runs on, none of the site's or the tests' (constraints.txt)
+    exact = " ".join(f"{name}=={version}" for name, version in config["pins"].items())
+    assert "numpy==" in exact and "myst-nb==" in exact and "llvmlite==" in exact
+    assert "sphinx" not in exact and "pytest" not in exact and "jupyterlab" not in exact
     lines = run_install_cell(monkeypatch, installed=False, colab=False, platform="linux")
     assert lines == [
         f'%pip install -q torch=={config["pins"]["torch"]} --index-url '
         "https://download.pytorch.org/whl/cpu",
-        f"%pip install -q {spec}"]
+        f"%pip install -q {spec} {exact}"]
     assert run_install_cell(monkeypatch, installed=False, colab=False,
-                            platform="darwin") == [f"%pip install -q {spec}"]
+                            platform="darwin") == [f"%pip install -q {spec} {exact}"]
 
 
 def test_install_cell_on_colab_keeps_colab_packages(monkeypatch):
@@ -191,7 +196,7 @@ def test_install_cell_on_colab_keeps_colab_packages(monkeypatch):
     config = export.read_config(ROOT)
     lines = run_install_cell(monkeypatch, installed=False, colab=True, platform="linux")
     pins = config["pins"]
-    assert lines[0] == (f'%pip install -q --no-deps "maxmargin @ git+{config["repo_url"]}'
+    assert lines[0] == (f'%pip install -q --no-deps "maxmargin[book] @ git+{config["repo_url"]}'
                         f'@{config["branch"]}"')
     assert lines[1] == ("%pip install -q " + " ".join(
         f"{name}=={pins[name]}" for name in pins
@@ -200,17 +205,15 @@ def test_install_cell_on_colab_keeps_colab_packages(monkeypatch):
 
 
 def test_install_cell_reads_the_repository_url_from_config():
-    """The URL is the one of _config.yml (set once there), the pins those of pyproject.toml."""
-    import tomllib
-
+    """The URL is the one of _config.yml (set once there), the pins those of constraints.txt."""
     import yaml
 
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
     source = export.install_cell(export.read_config(ROOT)).source
     assert f"git+{url}@" in source
-    torch = [d for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "dependencies"] if d.startswith("torch==")][0]
-    assert f'"{torch}"' in source
+    torch = next(line for line in (ROOT / "constraints.txt").read_text().splitlines()
+                 if line.startswith("torch=="))
+    assert f" {torch} " in source
 
 
 def test_make_notebooks_writes_valid_notebooks(tmp_path):

@@ -92,13 +92,14 @@ def test_torch_is_cpu_only_and_installed_before_the_package():
         _, job = job_running(command)
         guard = [run for run in runs(job) if "TORCH_INDEX_URL" in run and "exit 1" in run]
         assert guard, f"the `{command}` job must stop when TORCH_INDEX_URL is not set"
-    pin = next(dep for dep in re.findall(r'"([^"]+)"', (ROOT / "pyproject.toml").read_text())
-               if dep.startswith("torch=="))
+    pin = next(line for line in (ROOT / "constraints.txt").read_text().splitlines()
+               if line.startswith("torch=="))
     dry = subprocess.run(["make", "-n", "-B", "-C", str(ROOT), ".venv/.installed",
                           "TORCH_INDEX_URL=https://cpu.index.invalid/whl"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     torch = [i for i, line in enumerate(dry) if "--index-url" in line]
-    package = [i for i, line in enumerate(dry) if "-e " in line and "[book,test]" in line]
+    package = [i for i, line in enumerate(dry) if "-c constraints.txt" in line and "-e " in line
+               and "[book,site,test]" in line]
     assert torch and package and torch[0] < package[0], "\n".join(dry)
     assert '"https://cpu.index.invalid/whl"' in dry[torch[0]] and f'"{pin}"' in dry[torch[0]]
     plain = subprocess.run(["make", "-n", "-B", "-C", str(ROOT), ".venv/.installed"],
