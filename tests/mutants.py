@@ -56,12 +56,8 @@ MUTANTS = [
            "return np.abs(values - target) <= tol",
            ("test_regressions.py",)),
     Mutant("train.py", "underflow guard of the normalized step removed",
-           """    if bool((norm < 1e-140).any()):
-        scale = grad.abs().amax(dim=-2, keepdim=True)
-        unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
-        norm = scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True)
-""",
-           "",
+           "risky = ~((norm > 1e-140) & (norm < 1e140))",
+           "risky = ~(norm < 1e140)",
            ("test_regressions.py",)),
     Mutant("train.py", "eps added in the wrong place: g / ||g|| + eps",
            "return grad / (norm + eps)",
@@ -350,6 +346,18 @@ MUTANTS = [
            "return solution / self.norm if self.norm > 0 else np.zeros_like(solution)",
            "return solution",
            ("test_api.py", "test_svm.py")),
+    Mutant("train.py", "overflow guard of the torch normalized step removed (g / inf = 0)",
+           "risky = ~((norm > 1e-140) & (norm < 1e140))",
+           "risky = ~(norm > 1e-140)",
+           ("test_scale_gd.py",)),
+    Mutant("_compiled.py", "compiled: a finite gradient whose squares overflow refused as an overflow",
+           """        if finite:                          # only the squares overflow
+            norm[l] = -2.0
+        elif""",
+           """        if False:
+            norm[l] = -2.0
+        elif""",
+           ("test_scale_gd.py",)),
 ]
 
 

@@ -308,8 +308,10 @@ def _record_sequence(out, r, m, b0, i, tr, a, T):
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
 def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
-    """a.norm = |g|^2 per lane; a lane whose |g|^2 is not finite gets the exponential loss's
-    rescaled direction under normalized GD (norm marked -1), else its failure step in out.failed."""
+    """a.norm = |g|^2 per lane. A lane whose |g|^2 overflows while g is finite is marked -2
+    (:func:`_update` divides it by its largest entry); one whose g overflows gets the
+    exponential loss's rescaled direction under normalized GD (marked -1), else its failure
+    step in out.failed."""
     g, norm = a.g, a.norm
     for l in range(LANES):
         norm[l] = 0.0
@@ -319,7 +321,12 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
     for l in range(LANES):
         if np.isfinite(norm[l]):
             continue
-        if run.normalized and run.loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
+        finite = True
+        for e in range(d):
+            finite = finite and np.isfinite(g[e * LANES + l])
+        if finite:                          # only the squares overflow
+            norm[l] = -2.0
+        elif run.normalized and run.loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
             gl, cl = _rescaled_gradient(Km, gm, a.p[l::LANES].copy(), n, T, d)
             size = np.sqrt(np.sum(gl * gl)) + run.eps * np.exp(-cl)
             for e in range(d):
@@ -331,7 +338,9 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
 def _update(a, run, d):
-    """p -= lr g, or lr g / (|g| + eps) under normalized GD (|g| rescaled where g^2 underflows)."""
+    """p -= lr g, or lr g / (|g| + eps) under normalized GD: where g^2 underflows |g| is taken
+    as c |g / c| with c the largest entry, where it overflows (marked -2) the step as
+    lr (g / c) / (|g / c| + eps / c)."""
     p, g, norm = a.p, a.g, a.norm
     if not run.normalized:
         for e in range(d):
@@ -339,6 +348,16 @@ def _update(a, run, d):
                 p[e * LANES + l] -= run.lr * g[e * LANES + l]
         return
     for l in range(LANES):
+        if norm[l] == -2.0:                 # |g|^2 overflows: divide g by its largest entry
+            scale = 0.0
+            for e in range(d):
+                scale = max(scale, abs(g[e * LANES + l]))
+            acc = 0.0
+            for e in range(d):
+                g[e * LANES + l] /= scale
+                acc += g[e * LANES + l] ** 2
+            norm[l] = np.sqrt(acc) + run.eps / scale
+            continue
         if norm[l] < 0.0:                   # the lane's g is already its direction
             norm[l] = 1.0
             continue

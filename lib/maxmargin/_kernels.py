@@ -80,6 +80,12 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(dots, denom, out=np.zeros_like(dots), where=denom > 0)
 
 
+def norms(a: np.ndarray) -> np.ndarray:
+    """Euclidean norms along the last axis, without overflow or underflow of the squares."""
+    top = np.max(np.abs(a), axis=-1, keepdims=True)
+    return np.squeeze(top, -1) * np.linalg.norm(a / np.where(top > 0, top, 1.0), axis=-1)
+
+
 def _unit_scale(a: np.ndarray) -> np.ndarray:
     """Each vector (last axis) divided by its largest |entry| (zero vectors kept)."""
     top = np.max(np.abs(a), axis=-1, keepdims=True)

@@ -55,8 +55,8 @@ class Trajectory:
 
     @property
     def norms(self) -> np.ndarray:
-        """(R, B) Euclidean norms of the recorded iterates."""
-        return np.linalg.norm(self.p, axis=-1)
+        """(R, B) Euclidean norms of the recorded iterates (finite up to float64's limit)."""
+        return _kernels.norms(self.p)
 
     def cosine(self, direction) -> np.ndarray:
         """(R, B) cosine of each recorded iterate with ``direction`` (d,) (see :func:`cosine`)."""
@@ -637,15 +637,19 @@ def _affordable_descent(steps: int, records: int, batch: int, step_work: int, pe
 def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.Tensor:
     """The gradient (..., d, B) itself, or each column divided by (its norm + eps).
 
-    A column below 1e-140 is rescaled by its largest entry before the norm is taken, so that
-    its squares do not underflow to a zero norm (which would turn a tiny gradient into a huge
-    step).
+    A column whose squares under- or overflow (norm outside (1e-140, 1e140)) is first divided
+    by its largest entry c, and g / (||g|| + eps) taken as (g / c) / (||g / c|| + eps / c): a
+    tiny gradient does not become a huge step, nor does a finite gradient whose norm overflows
+    (entries beyond about 1e154) become a zero one.
     """
     if not normalized:
         return grad
     norm = torch.linalg.vector_norm(grad, dim=-2, keepdim=True)
-    if bool((norm < 1e-140).any()):
-        scale = grad.abs().amax(dim=-2, keepdim=True)
-        unit = torch.where(scale > 0, grad / torch.where(scale > 0, scale, 1.0), 0.0)
-        norm = scale * torch.linalg.vector_norm(unit, dim=-2, keepdim=True)
-    return grad / (norm + eps)
+    risky = ~((norm > 1e-140) & (norm < 1e140))
+    if not bool(risky.any()):
+        return grad / (norm + eps)
+    scale = grad.abs().amax(dim=-2, keepdim=True)
+    safe = torch.where(scale > 0, scale, 1.0)
+    unit = grad / safe
+    rescaled = unit / (torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + eps / safe)
+    return torch.where(risky, rescaled, grad / (norm + eps))

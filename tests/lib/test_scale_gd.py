@@ -1,0 +1,73 @@
+"""Normalized gradient descent is scale-free (issue 22, cause 1): the direction of a gradient
+does not depend on its size, so neither may a normalized run.
+
+With the correlation loss l(x) = -x the risk is linear in v, so grad_p L(c v) = c grad_p L(v):
+normalized GD from the same start, with eps scaled along (eps c), must follow the same path for
+every c > 0. The unscaled run is the reference (itself checked against autograd in
+test_reference_gd.py). Before the fix, the torch engine's norm overflowed once the gradient's
+entries passed about 1e154 (g / inf = 0: the iterates stopped), and the compiled engine refused
+a finite gradient whose squares overflowed ("lr too large").
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import maxmargin as mm
+
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True)
+SCALES = st.integers(-300, 300).map(lambda k: 10.0 ** k)
+INST = mm.data.fig2()
+X, Y, W = INST.X, INST.Y, INST.W
+V = np.array(INST.v, dtype=float)
+P0 = np.array([[0.5, 0.0, 0.0], [-1.0, 2.0, 0.5]])
+STEPS, LR, EPS = 6, 0.1, 1e-12
+
+
+def reference(engine: str) -> np.ndarray:
+    return mm.gd(X, Y, V, P0, STEPS, LR, W=W, loss="correlation", normalized=True, eps=EPS).p
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+@SETTINGS
+@given(c=SCALES)
+def test_normalized_gd_follows_the_same_path_at_every_scale_of_v(engine, c):
+    """Bugs caught: a normalized step of g / ||g|| whose norm overflows (the run stalls at its
+    start) or underflows (a huge step); a finite gradient refused as an overflow."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MAXMARGIN_ENGINE", engine)
+        expected = reference(engine)
+        run = mm.gd(X, Y, V * c, P0, STEPS, LR, W=W, loss="correlation", normalized=True,
+                    eps=EPS * c)
+    np.testing.assert_allclose(run.p, expected, rtol=1e-12, atol=1e-12)
+
+
+@SETTINGS
+@given(c=SCALES)
+def test_normalized_gd_on_w_follows_the_same_path_at_every_scale_of_v(c):
+    """The same for GD on the key-query matrix W (its own torch loop)."""
+    W0, q = np.eye(3), np.array([1.0, 0.5, 0.0])
+    expected = mm.gd_W(X, Y, V, W0, q, STEPS, LR, loss="correlation", normalized=True, eps=EPS).W
+    run = mm.gd_W(X, Y, V * c, W0, q, STEPS, LR, loss="correlation", normalized=True, eps=EPS * c)
+    np.testing.assert_allclose(run.W, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("c", [1e150, 1e200, 1e300])
+def test_joint_normalized_steps_have_length_lr_for_a_huge_head(c):
+    """gd_joint normalizes the p-gradient on its own: each p-step has length lr (up to
+    eps / ||g||), whatever the scale of v0. Bug caught: the p-steps of length 0 once
+    ||grad_p|| overflows."""
+    run = mm.gd_joint(X, Y, V * c, P0[0], STEPS, LR, W=W, loss="correlation", normalized=True)
+    lengths = np.linalg.norm(np.diff(run.p[:, 0], axis=0), axis=1)
+    np.testing.assert_allclose(lengths, LR, rtol=1e-12)
+
+
+@pytest.mark.parametrize("c", [1e-300, 1e-160, 1.0, 1e160, 1e300])
+def test_trajectory_norms_are_scale_free(c):
+    """Bug caught (issue 22, cause 5): norms of iterates near 1e300 computed as inf (or 0 near
+    1e-300) because their squares leave float64. Reference: c times the norm at scale 1, by
+    hand (3-4-12 makes 13)."""
+    run = mm.gd(X, Y, V, np.array([3.0, 4.0, 12.0]) * c, 1, LR, W=W, normalized=True)
+    assert run.norms[0, 0] == pytest.approx(13.0 * c, rel=1e-15)
