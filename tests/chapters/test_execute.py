@@ -177,6 +177,7 @@ def test_saved_runs_are_dropped_when_their_inputs_change(tmp_path):
     (book / "lib" / "maxmargin").mkdir(parents=True)
     (book / "lib" / "maxmargin" / "core.py").write_text("x = 1\n")
     (book / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (book / "constraints.txt").write_text("numpy==2.4.6\n")
     (book / "page.md").write_text((ROOT / "tests" / "site" / "data" / "sample_chapter.md")
                                   .read_text())
     page = read_notebook(book / "page.md")
@@ -184,7 +185,8 @@ def test_saved_runs_are_dropped_when_their_inputs_change(tmp_path):
     assert executed.load("page", book) is not None
     for path, edit in ((book / "page.md", "\nA new sentence.\n"),
                        (book / "lib" / "maxmargin" / "core.py", "y = 2\n"),
-                       (book / "pyproject.toml", "# another pin\n")):
+                       (book / "pyproject.toml", "# another pin\n"),
+                       (book / "constraints.txt", "scipy==1.17.1\n")):
         kept = path.read_text()
         path.write_text(kept + edit)
         assert executed.load("page", book) is None, f"an edit of {path.name} was not noticed"
