@@ -214,11 +214,12 @@ class _Lanes(NamedTuple):
     offset: np.ndarray   # (LANES,) sum_t s_t (gamma_t - ref)
     z: np.ndarray        # (LANES,) margin ref + offset
     w: np.ndarray        # (LANES,) l'(z) / n
-    norm: np.ndarray     # (LANES,) gradient norm (or a mark, see _normalize)
+    norm: np.ndarray     # (LANES,) |g|^2, then |g| + eps (or a mark: see _guard_overflow)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _lanes(T, d):
+    """Fresh scratch of one block (see :class:`_Lanes`)."""
     return _Lanes(np.empty(d * LANES), np.empty(d * LANES), np.empty(T * LANES),
                   np.empty(T * LANES), np.empty(T * LANES), np.empty(T * LANES),
                   np.empty(LANES, dtype=np.int64), np.empty(LANES), np.empty(LANES),
