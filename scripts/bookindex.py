@@ -7,13 +7,13 @@ sphinx-proof, Sphinx's numfig and sphinx-exercise number them in the built site.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import yaml
 
 from bookutils import ROOT, is_notebook, source_path, toc_docnames
+from mystreader import walk
 
 PROOF_KINDS = {
     "axiom", "theorem", "lemma", "definition", "remark", "conjecture", "corollary",
@@ -30,49 +30,6 @@ class Target:
     title: str = ""
     number: str = ""       # "3.1" for numbered boxes, equations and figures
     kind: str = ""         # "theorem", "equation", "figure", "exercise", "section", "page"
-
-
-# MyST syntax: a directive's opening fence, a code fence, a target line `(label)=`, the end of a
-# labelled display equation `$$ (label)`, a heading.
-DIRECTIVE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,}|:{3,})\{(?P<name>[\w:-]+)\}"
-                       r"[ \t]*(?P<arg>.*?)\s*$")
-CODE_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
-TARGET_LINE = re.compile(r"^\(([\w:.-]+)\)=\s*$")
-MATH_LABEL = re.compile(r"^(?P<pre>.*?)\$\$\s*\((?P<label>[\w:.-]+)\)\s*$")
-HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-
-
-def split_directive(lines: list[str], i: int):
-    """The directive opened at ``lines[i]``: (name, arg, options, body lines, next index)."""
-    m = DIRECTIVE.match(lines[i])
-    fences = [m["fence"]]          # the open fences, innermost last
-    j = i + 1
-    while j < len(lines):
-        stripped = lines[j].strip()
-        code = CODE_FENCE.match(lines[j])
-        opened = DIRECTIVE.match(lines[j]) or (code if code and code["info"].strip() else None)
-        top = fences[-1]
-        if opened:
-            fences.append(opened["fence"])
-        elif stripped and set(stripped) == {top[0]} and len(stripped) >= len(top):
-            fences.pop()
-            if not fences:
-                break
-        j += 1
-    if j >= len(lines):
-        raise ValueError(f"unclosed directive {{{m['name']}}} opened by {lines[i]!r}")
-    body = lines[i + 1:j]
-    options: dict = {}
-    if body and body[0].strip() == "---":
-        end = next(k for k in range(1, len(body)) if body[k].strip() == "---")
-        options = dict(yaml.safe_load("\n".join(body[1:end])) or {})
-        body = body[end + 1:]
-    else:
-        while body and re.match(r"^\s*:[\w-]+:", body[0]):
-            key, _, value = body[0].strip()[1:].partition(":")
-            options[key] = value.strip()
-            body = body[1:]
-    return m["name"], m["arg"], options, body, j + 1
 
 
 def _chapter_numbers(root: Path) -> dict[str, str]:
@@ -112,60 +69,43 @@ class BookIndex:
 
     def add_page(self, docname: str, text: str) -> None:
         """Index one page's title, labels, numbered boxes, equations and figures."""
-        lines = text.splitlines()
         counters: dict[str, int] = {}
         page = Target(docname, kind="page")
         self.pages[docname] = page
-        pending_label = None
-        i = 0
-        if lines and lines[0].strip() == "---":
-            i = lines.index("---", 1) + 1
-        while i < len(lines):
-            line = lines[i]
-            heading = HEADING.match(line)
-            if heading and not page.title:
-                page.title = heading[2]
-            if heading and pending_label:
-                self.labels[pending_label] = Target(docname, heading[2], kind="section")
-                pending_label = None
-            label = TARGET_LINE.match(line)
-            if label:
-                pending_label = label[1]
-            math = MATH_LABEL.match(line)
-            if math:
-                self.labels[math["label"]] = Target(
+        pending_label = None      # a `(label)=` target: it names the block that follows it
+        for block in walk(text):
+            if block.kind == "heading":
+                page.title = page.title or block.name
+                if pending_label:
+                    self.labels[pending_label] = Target(docname, block.name, kind="section")
+            pending_label = block.name if block.kind == "target" else None
+            if block.kind == "math" and block.name:
+                self.labels[block.name] = Target(
                     docname, number=self.number(docname, counters, "equation"), kind="equation")
-            opened = DIRECTIVE.match(line)
-            if opened:
-                name, arg, options, _, after = split_directive(lines, i)
-                if name == "code-cell":
-                    fig = figure_options(options)
-                    if fig is not None:
-                        number = self.number(docname, counters, "figure")
-                        if fig.get("name"):
-                            self.labels[fig["name"]] = Target(
-                                docname, fig.get("caption", ""), number, "figure")
-                    i = after
-                    continue
-                kind = name.removeprefix("prf:")
-                if name.startswith("prf:") and kind in PROOF_KINDS or name in (
-                        "exercise", "exercise-start"):
-                    kind = "exercise" if name.startswith("exercise") else kind
-                    number = "" if "nonumber" in options else self.number(
-                        docname, counters, kind)
-                    if options.get("label"):
-                        self.labels[options["label"]] = Target(docname, arg, number, kind)
-                if name == "math" and options.get("label"):
-                    self.labels[options["label"]] = Target(
-                        docname, number=self.number(docname, counters, "equation"),
-                        kind="equation")
-                if name in ("figure", "glue:figure") and options.get("name"):
-                    self.labels[options["name"]] = Target(
-                        docname, "", self.number(docname, counters, "figure"), "figure")
-                if name in ("code-cell", "code-block", "code", "math"):
-                    i = after
-                    continue
-            i += 1
+            if block.kind != "directive":
+                continue
+            name, arg, options = block.name, block.arg, block.options
+            if name == "code-cell":
+                fig = figure_options(options)
+                if fig is not None:
+                    number = self.number(docname, counters, "figure")
+                    if fig.get("name"):
+                        self.labels[fig["name"]] = Target(
+                            docname, fig.get("caption", ""), number, "figure")
+                continue
+            kind = name.removeprefix("prf:")
+            if name.startswith("prf:") and kind in PROOF_KINDS or name in (
+                    "exercise", "exercise-start"):
+                kind = "exercise" if name.startswith("exercise") else kind
+                number = "" if "nonumber" in options else self.number(docname, counters, kind)
+                if options.get("label"):
+                    self.labels[options["label"]] = Target(docname, arg, number, kind)
+            if name == "math" and options.get("label"):
+                self.labels[options["label"]] = Target(
+                    docname, number=self.number(docname, counters, "equation"), kind="equation")
+            if name in ("figure", "glue:figure") and options.get("name"):
+                self.labels[options["name"]] = Target(
+                    docname, "", self.number(docname, counters, "figure"), "figure")
 
     def link(self, docname: str, from_doc: str, notebook_map: dict[str, str] | None) -> str:
         """Where a reader of ``from_doc``'s notebook finds ``docname``: the sibling notebook,

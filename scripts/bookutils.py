@@ -1,13 +1,11 @@
-"""Helpers shared by the book scripts and the book tests: the toc, chapter notebooks, exercises.
+"""Helpers shared by the book scripts and the book tests: the toc, chapter notebooks, export clean-up.
 
-Chapter conventions (exercise gates, tags) are documented in CONTRIBUTING.md.
+The exercise gates are read by :mod:`gates`, MyST by :mod:`mystreader`.
 """
 from __future__ import annotations
 
 import copy
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import jupytext
@@ -15,12 +13,6 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-STUB_TAG = "exercise-stub"
-CHECK_TAG = "exercise-check"
-
-# The opening line of a MyST directive, with backtick or colon fences: ```{name} argument
-_DIRECTIVE = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\{(?P<name>[\w-]+)\}\s*(?P<arg>.*?)\s*$")
-_GATES = {"exercise", "exercise-start", "exercise-end", "solution-start", "solution-end", "solution"}
 
 
 def in_ci() -> bool:
@@ -78,118 +70,6 @@ def chapter_notebooks(root: Path = ROOT) -> list[Path]:
     """Source paths of the toc pages that are notebooks (the chapters and any notebook page)."""
     paths = [source_path(name, root) for name in toc_docnames(root)]
     return [p for p in paths if is_notebook(p)]
-
-
-# ----------------------------------------------------------------------------- exercises
-
-@dataclass
-class Exercise:
-    """One gated exercise: its stub cells, its solution cells and its optional check cells."""
-
-    label: str
-    stubs: list[str] = field(default_factory=list)
-    solutions: list[str] = field(default_factory=list)
-    checks: list[str] = field(default_factory=list)
-    has_solution: bool = False
-
-
-def _directive_blocks(lines: list[str]):
-    """Yield (start, stop, name, arg, body) for every top-level gate directive in ``lines``."""
-    i = 0
-    while i < len(lines):
-        m = _DIRECTIVE.match(lines[i])
-        if not m or m["name"] not in _GATES:
-            i += 1
-            continue
-        fence = m["fence"]
-        j = i + 1
-        while j < len(lines):
-            closing = lines[j].strip()
-            if closing and set(closing) == {fence[0]} and len(closing) >= len(fence):
-                break
-            j += 1
-        yield i, min(j + 1, len(lines)), m["name"], m["arg"], lines[i + 1:j]
-        i = j + 1
-
-
-def _label(body: list[str]) -> str:
-    for line in body:
-        if line.strip().startswith(":label:"):
-            return line.split(":label:", 1)[1].strip()
-    return ""
-
-
-def scan(nb: nbformat.NotebookNode):
-    """Split a notebook along its exercise and solution gates.
-
-    Returns ``(student_cells, exercises)``: the cells with every solution region and every
-    ``{solution}`` directive removed (markdown cells are cut at the gate lines), and the
-    exercises found, keyed by label.
-    """
-    exercises: dict[str, Exercise] = {}
-    student: list[nbformat.NotebookNode] = []
-    exercise: Exercise | None = None   # open exercise-start gate
-    solution: Exercise | None = None   # open solution-start gate
-    last: Exercise | None = None       # the exercise a check cell belongs to
-
-    def get(label: str) -> Exercise:
-        return exercises.setdefault(label, Exercise(label))
-
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            tags = cell.metadata.get("tags", [])
-            if solution is not None:
-                solution.solutions.append(cell.source)
-                continue
-            if exercise is not None and STUB_TAG in tags:
-                exercise.stubs.append(cell.source)
-            if CHECK_TAG in tags and last is not None:
-                last.checks.append(cell.source)
-            student.append(cell)
-            continue
-        if cell.cell_type != "markdown":
-            if solution is None:
-                student.append(cell)
-            continue
-        lines = cell.source.splitlines()
-        keep: list[str] = []
-        pos = 0
-        for start, stop, name, arg, body in _directive_blocks(lines):
-            if solution is None:
-                keep += lines[pos:start]
-            if name == "exercise-start":
-                exercise = get(_label(body) or f"unlabelled-{len(exercises)}")
-                keep += lines[start:stop]
-            elif name == "exercise":  # not gated: it cannot hold a stub, which the tests flag
-                last = get(_label(body) or f"unlabelled-{len(exercises)}")
-                keep += lines[start:stop]
-            elif name == "exercise-end":
-                last, exercise = exercise, None
-                keep += lines[start:stop]
-            elif name == "solution-start":
-                solution = get(arg)
-                solution.has_solution = True
-            elif name == "solution-end":
-                last, solution = solution, None
-            elif name == "solution" and solution is None:
-                get(arg).has_solution = True
-            pos = stop
-        if solution is None:
-            keep += lines[pos:]
-        text = "\n".join(keep).strip("\n")
-        if text.strip():
-            new = copy.deepcopy(cell)
-            new.source = text
-            student.append(new)
-    return student, exercises
-
-
-def student_notebook(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of ``nb`` without solutions (see :func:`scan`)."""
-    cells, _ = scan(nb)
-    new = copy.deepcopy(nb)
-    new.cells = cells
-    return new
 
 
 def clean_for_export(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:

@@ -24,10 +24,10 @@ import nbformat
 import yaml
 
 from bibliography import cite_labels, read_bib, reference_entry
-from bookindex import (CODE_FENCE, DIRECTIVE, MATH_LABEL, PROOF_KINDS, TARGET_LINE, Target,
-                       book_index, figure_options, split_directive)
+from bookindex import PROOF_KINDS, Target, book_index, figure_options
 import executed
 from bookutils import ROOT, read_notebook
+from mystreader import Block, blocks
 from pins import reader_pins
 
 # ----------------------------------------------------------------------------- glue values
@@ -160,53 +160,56 @@ class _Converter:
 
     def role(self, m: re.Match) -> str:
         name, content = m["name"], m["content"]
-        if name in ("glue", "glue:", "glue:text"):
-            return self.glue(content, name)
-        if name == "doc":
-            text, target = self._explicit(content)
-            docname = self._resolve_doc(target)
-            if docname not in self.index.pages:
-                raise self.fail(f"{{doc}}`{content}`: no page {docname!r} in the toc")
-            return f"[{text or self.index.pages[docname].title}]({self._href(docname)})"
-        if name in ("ref", "numref", "eq", "prf:ref"):
-            text, label = self._explicit(content)
-            target = self.index.labels.get(label)
-            if target is None:
-                raise self.fail(f"{{{name}}}`{content}`: unknown label {label!r}")
-            if name == "eq":
-                return self._anchor(target, f"({target.number})")
-            if name == "numref":
-                shown = f"Fig. {target.number}" if not text else text.replace(
-                    "%s", target.number).replace("{number}", target.number).replace(
-                    "{name}", target.title)
-                return self._anchor(target, shown)
-            if name == "ref":
-                return self._anchor(target, text or target.title or label)
-            if text:
-                return self._anchor(target, text)
+        handler = _ROLES.get(name)
+        if handler is None:
+            raise self.fail(f"the role {{{name}}}`{content}`")
+        return handler(self, name, content)
+
+    def _doc_role(self, name: str, content: str) -> str:
+        text, target = self._explicit(content)
+        docname = self._resolve_doc(target)
+        if docname not in self.index.pages:
+            raise self.fail(f"{{doc}}`{content}`: no page {docname!r} in the toc")
+        return f"[{text or self.index.pages[docname].title}]({self._href(docname)})"
+
+    def _reference_role(self, name: str, content: str) -> str:
+        """``{ref}``, ``{numref}``, ``{eq}``, ``{prf:ref}``: the target's name as the site shows it."""
+        text, label = self._explicit(content)
+        target = self.index.labels.get(label)
+        if target is None:
+            raise self.fail(f"{{{name}}}`{content}`: unknown label {label!r}")
+        if name == "eq":
+            shown = f"({target.number})"
+        elif name == "numref":
+            shown = f"Fig. {target.number}" if not text else text.replace(
+                "%s", target.number).replace("{number}", target.number).replace(
+                "{name}", target.title)
+        elif name == "ref":
+            shown = text or target.title or label
+        elif text:
+            shown = text
+        else:
             kind = target.kind.capitalize()
             head = f"{kind} {target.number}" if target.number else kind
-            return self._anchor(target, f"{head} ({target.title})" if target.title else head)
-        if name in ("cite", "cite:p", "cite:t", "cite:ps", "cite:ts"):
-            keys = [k.strip() for k in content.split(",") if k.strip()]
-            missing = [k for k in keys if k not in self.cite]
-            if missing:
-                raise self.fail(f"{{{name}}}`{content}`: no entry {missing} in references.bib")
-            for key in keys:
-                if key not in self.cited:
-                    self.cited.append(key)
-            if name.startswith("cite:t"):
-                return "; ".join(f"{self.cite[k][0]} [{self.cite[k][1]}]" for k in keys)
-            return "[" + "; ".join(" ".join(self.cite[k]) for k in keys) + "]"
-        if name == "math":
-            return f"${content}$"
-        if name in ("sub", "subscript"):
-            return f"<sub>{content}</sub>"
-        if name in ("sup", "superscript"):
-            return f"<sup>{content}</sup>"
-        if name in ("abbr", "term", "kbd", "code", "samp", "file", "command", "program"):
-            return f"`{self._explicit(content)[0] or content}`" if name != "abbr" else content
-        raise self.fail(f"the role {{{name}}}`{content}`")
+            shown = f"{head} ({target.title})" if target.title else head
+        return self._anchor(target, shown)
+
+    def _cite_role(self, name: str, content: str) -> str:
+        keys = [k.strip() for k in content.split(",") if k.strip()]
+        missing = [k for k in keys if k not in self.cite]
+        if missing:
+            raise self.fail(f"{{{name}}}`{content}`: no entry {missing} in references.bib")
+        for key in keys:
+            if key not in self.cited:
+                self.cited.append(key)
+        if name.startswith("cite:t"):
+            return "; ".join(f"{self.cite[k][0]} [{self.cite[k][1]}]" for k in keys)
+        return "[" + "; ".join(" ".join(self.cite[k]) for k in keys) + "]"
+
+    def _literal_role(self, name: str, content: str) -> str:
+        if name == "abbr":
+            return content
+        return f"`{self._explicit(content)[0] or content}`"
 
     def glue(self, content: str, role: str) -> str:
         """A glued value, formatted as myst-nb does: ``[<page>.md::]key[:format]``."""
@@ -222,7 +225,8 @@ class _Converter:
 
     # --- blocks
     def convert(self, source: str) -> str:
-        """Plain Markdown of a MyST source (a cell, or the body of a directive)."""
+        """Plain Markdown of a MyST source (a cell, or the body of a directive), block by block
+        as :func:`mystreader.blocks` reads it; the lines between blocks are prose."""
         lines = source.splitlines()
         out: list[str] = []
         prose: list[str] = []      # plain lines, converted together (a role may wrap lines)
@@ -232,57 +236,41 @@ class _Converter:
                 out.extend(self.roles("\n".join(prose)).split("\n"))
                 prose.clear()
 
-        i = 0
-        while i < len(lines):
-            line = lines[i]
-            stripped = line.strip()
-            if DIRECTIVE.match(line):
-                flush()
-                name, arg, options, body, i = split_directive(lines, i)
-                out.extend(self.directive(name, arg, options, body))
+        pos, container = 0, range(0)       # container: lines of the list or quote around
+        for block in blocks(source):
+            if block.kind == "text":
+                container = range(block.start, block.stop)
+            if block.kind in ("text", "heading") or block.start < pos:
+                continue                       # prose, or inside a block already converted
+            prose.extend(lines[pos:block.start])
+            pos = block.stop
+            if block.kind in ("target", "comment", "break"):
+                continue                       # `(label)=`, `% ...`, `+++`: not shown
+            flush()
+            if block.kind == "code" or block.kind == "math" and not block.name:
+                # a plain code block or an unlabelled equation: copied as it is
+                out.extend(lines[block.start:block.stop])
                 continue
-            fence = CODE_FENCE.match(line)
-            if fence:                          # a plain code block: copied as it is
-                flush()
-                j = i + 1
-                while j < len(lines) and not (lines[j].strip().startswith(fence["fence"]) and
-                                              set(lines[j].strip()) == {fence["fence"][0]}):
-                    j += 1
-                out.extend(lines[i:j + 1])
-                i = j + 1
-                continue
-            if TARGET_LINE.match(stripped) or stripped.startswith("%") or stripped == "+++":
-                i += 1                         # targets, comments, cell breaks
-                continue
-            if stripped.startswith("$$"):
-                flush()
-                j = i
-                if stripped == "$$" or "$$" not in stripped[2:]:
-                    j = i + 1
-                    while j < len(lines) and "$$" not in lines[j]:
-                        j += 1
-                out.extend(self.display_math(lines[i:j + 1]))
-                i = j + 1
-                continue
-            prose.append(line)
-            i += 1
+            if block.kind == "directive":
+                shown = self.directive(block.name, block.arg, block.options, list(block.body))
+            else:
+                shown = self.display_math(block)
+            if block.start in container:       # keep it in its list item or quote
+                shown = _nested(shown, lines[block.start])
+            out.extend(shown)
+        prose.extend(lines[pos:])
         flush()
         return "\n".join(out)
 
-    def display_math(self, block: list[str]) -> list[str]:
-        """A ``$$ ... $$ (label)`` block: the label becomes ``\\tag{number}``."""
-        last = block[-1]
-        m = MATH_LABEL.match(last)
-        if not m:
-            return block
-        target = self.index.labels.get(m["label"])
-        number = target.number if target else ""
-        body = "\n".join(block)
-        tagged = (f"\\tag{{{number}}}" if number and "\\begin{align" not in body
-                  and "\\tag" not in body else "")
-        head = m["pre"].rstrip()
-        return block[:-1] + ([head] if head.strip() else []) + [tagged, "$$"] if tagged else \
-            block[:-1] + ([head] if head.strip() else []) + ["$$"]
+    def display_math(self, block: Block) -> list[str]:
+        """A labelled display equation: its label becomes ``\\tag{number}``."""
+        target = self.index.labels.get(block.name)
+        body = list(block.body)
+        text = "\n".join(body)
+        tag = [f"\\tag{{{target.number}}}"] if (target and target.number
+                                                 and "\\begin{align" not in text
+                                                 and "\\tag" not in text) else []
+        return ["$$"] + body + tag + ["$$"]
 
     def boxed(self, title: str, body: list[str]) -> list[str]:
         """A bold title line and the body as a blockquote (math kept on one line)."""
@@ -292,51 +280,96 @@ class _Converter:
             [f"**{self.roles(title)}**", ""]
 
     def directive(self, name: str, arg: str, options: dict, body: list[str]) -> list[str]:
-        label = options.get("label", "")
-        if name.startswith("prf:"):
-            kind = name.removeprefix("prf:")
-            if kind == "proof":
-                return self.boxed("Proof." if not arg else f"Proof ({arg}).", body + ["", "∎"])
-            if kind not in PROOF_KINDS:
-                raise self.fail(f"the directive {{{name}}}")
-            target = self.index.labels.get(label) if label else None
-            number = target.number if target and target.docname == self.docname else ""
-            head = kind.capitalize() + (f" {number}" if number else "")
-            return self.boxed(f"{head} ({arg})." if arg else f"{head}.", body)
-        if name in ADMONITIONS:
-            title = arg or (name.capitalize() if name not in ("margin", "sidebar") else "")
-            if name == "seealso":
-                title = arg or "See also"
-            return self.boxed(title, body) if title else self.boxed("Note", body)
-        if name in ("exercise", "exercise-start"):
-            target = self.index.labels.get(label) if label else None
-            number = f" {target.number}" if target and target.number else ""
-            heading = f"### Exercise{number}" + (f": {self.roles(arg)}" if arg else "")
-            return [heading, ""] + self.convert("\n".join(body)).splitlines() + [""]
-        if name in ("solution", "solution-start"):
-            target = self.index.labels.get(arg.strip())
-            number = f" {target.number}" if target and target.number else ""
-            return [f"#### Solution to Exercise{number}", ""] + \
-                self.convert("\n".join(body)).splitlines() + [""]
+        """The plain Markdown of one directive (:data:`_DIRECTIVES` says which method)."""
         if name in DROPPED:
             return []
-        if name == "math":
-            number = self.index.labels[label].number if label in self.index.labels else ""
-            tag = [f"\\tag{{{number}}}"] if number else []
-            return ["$$"] + body + tag + ["$$", ""]
-        if name in ("code-block", "code", "sourcecode"):
-            return ["```" + arg] + body + ["```"]
-        if name == "figure":
-            caption = self.convert("\n".join(body)).strip()
-            alt = options.get("alt", caption.splitlines()[0] if caption else "figure")
-            return [f"![{alt}]({arg})", "", f"*{caption}*" if caption else "", ""]
+        handler = _DIRECTIVES.get(name) or (
+            _Converter._proof if name.startswith("prf:") else None) or (
+            _Converter._admonition if name in ADMONITIONS else None)
+        if handler is None:
+            raise self.fail(f"the directive {{{name}}} (add it to scripts/export.py)")
+        return handler(self, name, arg, options, body)
+
+    def _proof(self, name, arg, options, body) -> list[str]:
+        kind = name.removeprefix("prf:")
+        if kind == "proof":
+            return self.boxed("Proof." if not arg else f"Proof ({arg}).", body + ["", "∎"])
+        if kind not in PROOF_KINDS:
+            raise self.fail(f"the directive {{{name}}}")
+        label = options.get("label", "")
+        target = self.index.labels.get(label) if label else None
+        number = target.number if target and target.docname == self.docname else ""
+        head = kind.capitalize() + (f" {number}" if number else "")
+        return self.boxed(f"{head} ({arg})." if arg else f"{head}.", body)
+
+    def _admonition(self, name, arg, options, body) -> list[str]:
+        title = arg or {"seealso": "See also", "margin": "", "sidebar": ""}.get(
+            name, name.capitalize())
+        return self.boxed(title or "Note", body)
+
+    def _exercise(self, name, arg, options, body) -> list[str]:
+        label = options.get("label", "")
+        target = self.index.labels.get(label) if label else None
+        number = f" {target.number}" if target and target.number else ""
+        heading = f"### Exercise{number}" + (f": {self.roles(arg)}" if arg else "")
+        return [heading, ""] + self.convert("\n".join(body)).splitlines() + [""]
+
+    def _solution(self, name, arg, options, body) -> list[str]:
+        target = self.index.labels.get(arg.strip())
+        number = f" {target.number}" if target and target.number else ""
+        return [f"#### Solution to Exercise{number}", ""] + \
+            self.convert("\n".join(body)).splitlines() + [""]
+
+    def _math(self, name, arg, options, body) -> list[str]:
+        label = options.get("label", "")
+        number = self.index.labels[label].number if label in self.index.labels else ""
+        tag = [f"\\tag{{{number}}}"] if number else []
+        return ["$$"] + body + tag + ["$$", ""]
+
+    def _code(self, name, arg, options, body) -> list[str]:
+        return ["```" + arg] + body + ["```"]
+
+    def _figure(self, name, arg, options, body) -> list[str]:
+        caption = self.convert("\n".join(body)).strip()
         if name == "glue:figure":
-            caption = self.convert("\n".join(body)).strip()
             return [f"*{caption}* (the figure is the output of the cell that glues "
                     f"`{arg}`: run it)", ""]
-        if name == "epigraph" or name == "pull-quote":
-            return self.boxed("", body)[2:]
-        raise self.fail(f"the directive {{{name}}} (add it to scripts/export.py)")
+        alt = options.get("alt", caption.splitlines()[0] if caption else "figure")
+        return [f"![{alt}]({arg})", "", f"*{caption}*" if caption else "", ""]
+
+    def _quote(self, name, arg, options, body) -> list[str]:
+        return self.boxed("", body)[2:]
+
+
+# What each role and directive becomes: the _Converter method that writes it.
+_ROLES = {
+    **dict.fromkeys(("glue", "glue:", "glue:text"), lambda c, name, content: c.glue(content, name)),
+    "doc": _Converter._doc_role,
+    **dict.fromkeys(("ref", "numref", "eq", "prf:ref"), _Converter._reference_role),
+    **dict.fromkeys(("cite", "cite:p", "cite:t", "cite:ps", "cite:ts"), _Converter._cite_role),
+    "math": lambda c, name, content: f"${content}$",
+    **dict.fromkeys(("sub", "subscript"), lambda c, name, content: f"<sub>{content}</sub>"),
+    **dict.fromkeys(("sup", "superscript"), lambda c, name, content: f"<sup>{content}</sup>"),
+    **dict.fromkeys(("abbr", "term", "kbd", "code", "samp", "file", "command", "program"),
+                    _Converter._literal_role),
+}
+_DIRECTIVES = {
+    **dict.fromkeys(("exercise", "exercise-start"), _Converter._exercise),
+    **dict.fromkeys(("solution", "solution-start"), _Converter._solution),
+    "math": _Converter._math,
+    **dict.fromkeys(("code-block", "code", "sourcecode"), _Converter._code),
+    **dict.fromkeys(("figure", "glue:figure"), _Converter._figure),
+    **dict.fromkeys(("epigraph", "pull-quote"), _Converter._quote),
+}
+
+
+def _nested(shown: list[str], opening: str) -> list[str]:
+    """``shown`` (the export of a block that opened on the line ``opening`` of a list item or a
+    quote) with that line's prefix: the list marker on its first line, the marker's width in
+    spaces and any ``>`` on the others."""
+    found = re.match(r"^([ \t>]*)((?:[-*+]|\d+[.)])[ \t]+)?", opening)
+    first, rest = found[0], found[1] + " " * len(found[2] or "")
+    return [((first if k == 0 else rest) + line).rstrip() for k, line in enumerate(shown)]
 
 
 def _flatten_math(text: str) -> str:

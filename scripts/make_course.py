@@ -30,7 +30,8 @@ from pathlib import Path
 
 import nbformat
 
-from bookutils import ROOT, chapter_notebooks, clean_for_export, read_notebook, student_notebook
+from bookutils import ROOT, chapter_notebooks, clean_for_export, read_notebook
+from gates import student_notebook
 from pins import constraints
 from nbgrader_source import lock_unmarked, nbgrader_notebook
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass, field
 
 import nbformat
 
-from bookutils import CHECK_TAG, STUB_TAG, _directive_blocks, _label
+from gates import exercises as exercises_of
+from gates import pieces as split
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 SCHEMA_VERSION = 3
@@ -39,89 +39,6 @@ def nbgrader_metadata(grade_id: str, *, solution: bool = False, grade: bool = Fa
     if grade:
         meta["points"] = points
     return meta
-
-
-@dataclass
-class _Piece:
-    """One cell of the output before nbgrader metadata: its role, text and exercise."""
-
-    role: str            # "text", "code", "stub", "solution-text", "solution-code", "check"
-    cell: nbformat.NotebookNode
-    label: str = ""
-
-
-@dataclass
-class _Exercise:
-    stubs: list[_Piece] = field(default_factory=list)
-    solution_code: list[_Piece] = field(default_factory=list)
-    checks: list[_Piece] = field(default_factory=list)
-
-
-def _split(nb: nbformat.NotebookNode) -> list[_Piece]:
-    """The cells of ``nb`` with their roles; markdown cells are cut at the solution gates."""
-    pieces: list[_Piece] = []
-    exercise = solution = last = ""
-
-    def add(role: str, cell, lines: list[str], label: str) -> None:
-        text = "\n".join(lines).strip("\n")
-        if not text.strip():
-            return
-        new = copy.deepcopy(cell)
-        new.source = text
-        pieces.append(_Piece(role, new, label))
-
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            tags = cell.metadata.get("tags", [])
-            if solution:
-                role, label = "solution-code", solution
-            elif exercise and STUB_TAG in tags:
-                role, label = "stub", exercise
-            elif CHECK_TAG in tags and last:
-                role, label = "check", last
-            else:
-                role, label = "code", ""
-            pieces.append(_Piece(role, copy.deepcopy(cell), label))
-            continue
-        if cell.cell_type != "markdown":
-            pieces.append(_Piece("text" if not solution else "solution-text",
-                                 copy.deepcopy(cell), solution))
-            continue
-        lines = cell.source.splitlines()
-        pos, keep = 0, []
-        for start, stop, name, arg, body in _directive_blocks(lines):
-            before = lines[pos:start]
-            if solution:
-                add("solution-text", cell, before, solution)
-            else:
-                keep += before
-            if name == "exercise-start":
-                exercise = _label(body)
-                if not exercise:
-                    raise ValueError(f"an exercise has no :label: ({lines[start].strip()})")
-                keep += lines[start:stop]
-            elif name == "exercise":
-                last = _label(body)
-                keep += lines[start:stop]
-            elif name == "exercise-end":
-                last, exercise = exercise, ""
-                keep += lines[start:stop]
-            elif name == "solution-start":
-                add("text", cell, keep, "")
-                keep, solution = [], arg
-            elif name == "solution-end":
-                last, solution = solution, ""
-            elif name == "solution" and not solution:   # an ungated solution: all of it
-                add("text", cell, keep, "")
-                keep = []
-                add("solution-text", cell, lines[start:stop], arg)
-            pos = stop
-        if solution:
-            add("solution-text", cell, lines[pos:], solution)
-        else:
-            keep += lines[pos:]
-        add("text", cell, keep, "")
-    return pieces
 
 
 def _indent(line: str) -> str:
@@ -196,18 +113,10 @@ def nbgrader_notebook(nb: nbformat.NotebookNode, points: int = POINTS) -> nbform
 
     Raises ValueError when an exercise cannot be graded: a stub without solution, or a solution
     whose function heads differ from the stub's."""
-    pieces = _split(nb)
-    exercises: dict[str, _Exercise] = {}
-    for piece in pieces:
-        entry = exercises.setdefault(piece.label, _Exercise()) if piece.label else None
-        if piece.role == "stub":
-            entry.stubs.append(piece)
-        elif piece.role == "solution-code":
-            entry.solution_code.append(piece)
-        elif piece.role == "check":
-            entry.checks.append(piece)
+    pieces = split(nb)
+    exercises = exercises_of(pieces)
     for label, entry in exercises.items():
-        if entry.stubs and not entry.solution_code:
+        if entry.stubs and not entry.solutions:
             raise ValueError(f"{label}: the exercise has a stub but no solution code")
 
     cells, used_ids = [], set()
@@ -224,7 +133,7 @@ def nbgrader_notebook(nb: nbformat.NotebookNode, points: int = POINTS) -> nbform
     for index, piece in enumerate(pieces):
         cell, label = piece.cell, piece.label
         if piece.role == "stub":
-            solutions = [p.cell.source for p in exercises[label].solution_code]
+            solutions = exercises[label].solutions
             cell.source, names = _answer_cell(cell.source, solutions, label)
             taken.setdefault(label, set()).update(names)
             meta = nbgrader_metadata(grade_id(f"{label}-answer"), solution=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from bookutils import CHECK_TAG, STUB_TAG, scan
+from gates import CHECK_TAG, STUB_TAG, scan
 
 # np.random functions that draw from the global state (default_rng & co. do not).
 SEEDED_FACTORIES = {"default_rng", "Generator", "SeedSequence", "PCG64", "PCG64DXSM",

@@ -239,3 +239,17 @@ def test_nested_directives_and_code_blocks():
     text = markdown(export.plain_notebook(nb, "chapters/01-first", VALUES, root=MINI))
     assert text == ("**Outer**\n\n> **Note**\n>\n> > Inner (1.1).\n>\n> After.\n\n"
                     "**Remark (With code).**\n\n> ```python\n> x = 1\n> ```\n> Done.")
+
+
+def test_blocks_inside_list_items_and_quotes_stay_there():
+    """A note in a list item, a labelled equation in a numbered step and one in a quote are
+    exported in place, with the item's indentation or the quote's `>`. Bug caught: the
+    exported block dropped at the left margin (it ends the list, or leaves the quote)."""
+    source = ("- an item\n\n  ```{note}\n  Inside the item.\n  ```\n- next item\n\n"
+              "1. step\n\n   $$\n   a = b\n   $$ (eq-thing)\n\n"
+              "> quoted\n>\n> $$ q = 1 $$ (eq-thing)\n")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(source)])
+    text = markdown(export.plain_notebook(nb, "chapters/01-first", VALUES, root=MINI))
+    assert text == ("- an item\n\n  **Note**\n\n  > Inside the item.\n\n- next item\n\n"
+                    "1. step\n\n   $$\n   a = b\n   \\tag{1.1}\n   $$\n\n"
+                    "> quoted\n>\n> $$\n> q = 1\n> \\tag{1.1}\n> $$")

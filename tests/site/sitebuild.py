@@ -13,7 +13,7 @@ from bookutils import ROOT
 JUPYTER_BOOK = Path(sys.executable).parent / "jupyter-book"
 BUILD_ARGS = ["-W", "-n", "--keep-going"]
 # Output lines that contain "WARNING" but are known noise. Empty: the kernels' "running over TCP
-# without encryption" warning is gone at its source (_ext/booksite.py starts kernels on IPC).
+# without encryption" warning is gone at its source (_ext/booksite/kernels.py starts kernels on IPC).
 KNOWN_NOISE: list[re.Pattern] = []
 
 

@@ -17,7 +17,8 @@ import nbformat
 import pytest
 from packaging.requirements import Requirement
 
-from bookutils import ROOT, chapter_notebooks, in_ci, read_notebook, scan
+from bookutils import ROOT, chapter_notebooks, in_ci, read_notebook
+from gates import scan
 import make_course
 from make_course import CourseError, empty_outdir, select_chapters
 

@@ -120,39 +120,6 @@ def test_every_failing_chapter_is_reported_and_a_timeout_reads_as_one(tmp_path, 
     assert not noise, "the log has a traceback before the summary:\n" + "\n".join(noise)
 
 
-def test_output_poller_is_quiet_only_when_its_channel_was_closed():
-    """The booksite patch of nbclient's output poller (no build needed). Bugs caught: a patch
-    that swallows the poller's failures while its channel is open (lost cell output errors), or
-    one that still lets a closed channel's failure through (the misleading traceback)."""
-    import asyncio
-    import importlib.util
-    from concurrent.futures import ThreadPoolExecutor
-    from types import SimpleNamespace
-
-    spec = importlib.util.spec_from_file_location("booksite_under_test", ROOT / "_ext" / "booksite.py")
-    booksite = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(booksite)
-
-    class Client:
-        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
-            raise AssertionError("read from a socket")  # jupyter_client on a closed IPC socket
-
-    def run(coroutine):
-        """asyncio.run in a thread of its own: an earlier test of the session (the browser's
-        sync API) may leave an event loop running in this one."""
-        with ThreadPoolExecutor(1) as pool:
-            return pool.submit(asyncio.run, coroutine).result()
-
-    booksite._quiet_output_poller(Client)
-    booksite._quiet_output_poller(Client)  # patching twice wraps once
-    client = Client()
-    client.kc = SimpleNamespace(_iopub_channel=SimpleNamespace(socket=None))
-    assert run(client._async_poll_output_msg("id", {}, 0)) is None
-    client.kc._iopub_channel.socket = object()
-    with pytest.raises(AssertionError, match="read from a socket"):
-        run(client._async_poll_output_msg("id", {}, 0))
-
-
 def test_conventions_sample_builds(tmp_path, vendor):
     """The CONTRIBUTING.md conventions (tests/site/data/sample_chapter.md) build warning-free."""
     result = build(tiny_book(tmp_path / "book", (DATA / "sample_chapter.md").read_text()))

@@ -1,0 +1,43 @@
+"""Sphinx extension of this book (loaded through `sphinx: local_extensions` in _config.yml).
+
+One module per concern; each module's docstring says what it does and why:
+
+* :mod:`booksite.failures` -- a failing chapter is reported at the end of the build (the
+  chapter, the failing cell, its traceback, `_build/html/reports/<chapter>.err.log`), and the
+  build exits non-zero; a cell over the time limit reads "timed out after N s in cell k".
+* :mod:`booksite.kernels` -- chapter kernels on local sockets, shut down without a SIGINT, and an
+  output poller that ends quietly when a timeout closed its channel (no misleading tracebacks
+  in the log); the private members of nbclient and jupyter_client it patches, and why.
+* :mod:`booksite.times` -- the `{chapter-times}` directive: measured execution times.
+* :mod:`booksite.pages` -- each inline script once, no `fontawesome.js`, 256-colour PNGs,
+  phone-width figures that scroll sideways, math in search snippets.
+* :mod:`booksite.launch` -- Binder and JupyterHub buttons open the exported plain notebook.
+"""
+from __future__ import annotations
+
+from sphinx.application import Sphinx
+
+from .failures import report_failures
+from .kernels import quiet_kernels
+from .launch import launch_exported_notebooks
+from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
+                    palette_images, search_page_assets)
+from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
+
+
+def setup(app: Sphinx) -> dict:
+    quiet_kernels()
+    app.add_node(chapter_times_node)
+    app.add_directive("chapter-times", ChapterTimes)
+    app.add_post_transform(ChapterTimesTransform)
+    app.connect("env-updated", pages_with_times)
+    app.connect("config-inited", add_templates)
+    app.connect("builder-inited", add_static)
+    app.add_css_file("booksite.css")
+    app.connect("html-page-context", dedupe_scripts, priority=900)
+    app.connect("html-page-context", search_page_assets)
+    app.connect("html-page-context", launch_exported_notebooks, priority=600)  # after the theme
+    app.connect("doctree-resolved", mark_wide_figures)
+    app.connect("build-finished", palette_images)
+    app.connect("build-finished", report_failures)
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

@@ -1,0 +1,96 @@
+"""Page assets: each inline script once, lighter images, phone-width figures, search.
+
+**Each inline script once.** With Sphinx 7.4, inline scripts that extensions add after the
+builder starts are registered twice (once with filename None, once with ''), so every page
+declared sphinx-thebe's `const THEBE_JS_URL` twice, a console error. Duplicates are dropped.
+
+**Lighter pages.** pydata-sphinx-theme loads `fontawesome.js` (1.5 MB) on every page only so
+that sites can add custom icons; the book adds none and the theme's icons come from its
+stylesheet's webfonts, so `templates/layout.html` drops that script. The figures' PNGs are
+stored as 256-colour palettes (matplotlib's line plots use a few thousand anti-aliasing
+shades; the palette version looks the same and is about a third of the size). Together they
+keep every chapter page, with everything it loads, under 3 MB (tests/site/test_browser.py).
+
+**Phone-width layout and search snippets.** `booksite.css` (all pages) lets wide figures keep
+a legible height at phone width and scroll sideways in their own box; `search-snippets.js`
+(search page) shows math in search results as text instead of raw TeX delimiters.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.application import Sphinx
+
+STATIC = Path(__file__).parent / "static"
+TEMPLATES = Path(__file__).parent / "templates"
+WIDE_ASPECT = 1.9          # width / height from which a figure is treated as multi-panel
+
+
+def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    seen, unique = set(), []
+    for script in scripts:
+        key = (getattr(script, "filename", script) or "", getattr(script, "priority", 0),
+               tuple(sorted(getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    scripts[:] = unique
+
+
+def search_page_assets(app, pagename, templatename, context, doctree) -> None:
+    if pagename == "search":
+        app.add_js_file("search-snippets.js", defer="defer")
+
+
+def mark_wide_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Give multi-panel figures the class `wide-figure` and a box that scrolls sideways."""
+    from PIL import Image
+
+    for image in list(doctree.findall(nodes.image)):
+        uri = image.get("uri", "")
+        if not uri.endswith(".png") or "://" in uri:
+            continue
+        path = Path(app.srcdir, uri)
+        if not path.exists():
+            continue
+        with Image.open(path) as png:
+            width, height = png.size
+        if width / height < WIDE_ASPECT:
+            continue
+        box = nodes.container(classes=["figure-scroll"])
+        image.parent.replace(image, box)  # not replace_self: it would copy the image's classes
+        box += image
+        image["classes"].append("wide-figure")
+
+
+def add_static(app: Sphinx) -> None:
+    app.config.html_static_path.append(str(STATIC))
+
+
+def add_templates(app: Sphinx, config) -> None:
+    config.templates_path.insert(0, str(TEMPLATES))
+
+
+def palette_images(app: Sphinx, exception: Exception | None) -> None:
+    """Store the site's PNG figures as 256-colour palettes when that makes them smaller."""
+    if exception is not None or app.builder.format != "html":
+        return
+    import io
+
+    from PIL import Image
+
+    for path in Path(app.outdir, "_images").glob("*.png"):
+        with Image.open(path) as png:
+            if png.mode == "P":
+                continue
+            rgb = png.convert("RGB")
+        palette = rgb.quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                               dither=Image.Dither.NONE)
+        buffer = io.BytesIO()
+        palette.save(buffer, "PNG", optimize=True)
+        if buffer.tell() < path.stat().st_size:
+            path.write_bytes(buffer.getvalue())
