@@ -59,6 +59,9 @@ class BookIndex:
         config = yaml.safe_load((root / "_config.yml").read_text())
         self.repo_url = config["repository"]["url"].rstrip("/")
         self.branch = config["repository"].get("branch", "main")
+        # the published site (html: baseurl), where pages without a notebook are read
+        self.site_url = (config.get("html") or {}).get("baseurl", "").rstrip("/")
+        self.substitutions = dict((config.get("parse") or {}).get("myst_substitutions") or {})
         for docname in toc_docnames(root):
             self.add_page(docname, source_path(docname, root).read_text(encoding="utf8"))
 
@@ -108,12 +111,15 @@ class BookIndex:
                     docname, "", self.number(docname, counters, "figure"), "figure")
 
     def link(self, docname: str, from_doc: str, notebook_map: dict[str, str] | None) -> str:
-        """Where a reader of ``from_doc``'s notebook finds ``docname``: the sibling notebook,
-        else the page's source in the repository."""
+        """Where a reader of ``from_doc``'s notebook finds ``docname``: the sibling notebook
+        (``notebook_map``, default: every exported page), else the page on the published site
+        (``html: baseurl`` of _config.yml), else its source in the repository."""
         if notebook_map is not None and docname in notebook_map:
             return notebook_map[docname]
         if notebook_map is None and docname in self.exported:
             return f"{PurePosixPath(docname).name}.ipynb"
+        if self.site_url:
+            return f"{self.site_url}/{docname}.html"
         suffix = source_path(docname, self.root).suffix
         return f"{self.repo_url}/blob/{self.branch}/{docname}{suffix}"
 

@@ -56,6 +56,13 @@ def _build_glue(source: Path, root: Path) -> Path:
     return root / "_build" / "jupyter_execute" / f"{_docname(source, root)}.glue.json"
 
 
+def read_glue_json(path: Path) -> dict[str, str]:
+    """The values in a ``<page>.glue.json`` that myst-nb writes beside an executed page:
+    key -> text/plain."""
+    return {key: out["data"]["text/plain"] for key, out in json.loads(path.read_text()).items()
+            if "text/plain" in out.get("data", {})}
+
+
 def glue_values(source: Path, *, root: Path = ROOT, timeout: int = 300) -> dict[str, object]:
     """The glued values of a chapter: key -> the text/plain string that myst-nb formats.
 
@@ -75,9 +82,7 @@ def glue_values(source: Path, *, root: Path = ROOT, timeout: int = 300) -> dict[
     cached = _build_glue(source, root)
     inputs = [source, *(root / "lib").rglob("*.py")]   # the chapter and the library it runs
     if cached.exists() and cached.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
-        data = json.loads(cached.read_text())
-        return {key: out["data"]["text/plain"] for key, out in data.items()
-                if "text/plain" in out.get("data", {})}
+        return read_glue_json(cached)
     from nbclient import NotebookClient
 
     nb = read_notebook(source)
@@ -105,6 +110,13 @@ DROPPED = {"bibliography", "chapter-times", "toctree", "tableofcontents", "exerc
 
 
 _ROLE = re.compile(r"\{(?P<name>[\w:+-]+)\}`(?P<content>[^`]*)`")
+_SUBSTITUTION = re.compile(r"\{\{.+?\}\}", re.S)
+# a role, or a code span: both left to themselves by the substitutions
+_ROLE_OR_CODE = re.compile(r"\{[\w:+-]+\}`[^`]*`|(?P<ticks>`+)(?:(?!(?P=ticks)).)+(?P=ticks)",
+                           re.S)
+# a relative Markdown link to a page source: `](<page>.md)`, `](../<page>.md#<section>)`
+_PAGE_LINK = re.compile(r"\]\((?P<target>(?![a-z][\w+.-]*:|#|/)[^()\s#]+\.(?:md|ipynb))"
+                        r"(?P<anchor>#[^()\s]*)?\)")
 _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
 
 
@@ -131,7 +143,36 @@ class _Converter:
 
     # --- inline roles
     def roles(self, text: str) -> str:
-        return _ROLE.sub(self.role, text)
+        """Prose: substitutions filled in, roles converted, links to pages re-pointed."""
+        return _ROLE.sub(self.role, _PAGE_LINK.sub(self.page_link, self.substitute(text)))
+
+    def substitute(self, text: str) -> str:
+        """``{{ expression }}`` outside code spans, rendered as myst-parser renders it (Jinja,
+        with _config.yml's ``myst_substitutions``); an unknown name is an ExportError."""
+        import jinja2
+
+        environment = jinja2.Environment(undefined=jinja2.StrictUndefined)
+
+        def render(m: re.Match) -> str:
+            try:
+                return environment.from_string(m[0]).render(self.index.substitutions)
+            except jinja2.TemplateError as error:
+                raise self.fail(f"the substitution {m[0]} ({error})") from error
+
+        out, pos = [], 0
+        for span in _ROLE_OR_CODE.finditer(text):    # code spans stay as written
+            out += [_SUBSTITUTION.sub(render, text[pos:span.start()]), span[0]]
+            pos = span.end()
+        return "".join(out + [_SUBSTITUTION.sub(render, text[pos:])])
+
+    def page_link(self, m: re.Match) -> str:
+        """A Markdown link to a page of the book (``[text](<page>.md#<anchor>)``), re-pointed as a
+        {doc} link is: the sibling notebook, or the page on the site."""
+        docname = self._resolve_doc(m["target"])
+        if docname not in self.index.pages:
+            raise self.fail(f"the link ({m['target']}): no page {docname!r} in the toc")
+        href = self._href(docname) if docname != self.docname else ""
+        return f"]({href}{m['anchor'] or ''})"
 
     def _explicit(self, content: str) -> tuple[str, str]:
         m = _EXPLICIT.match(content)
@@ -151,7 +192,11 @@ class _Converter:
         """``text``, linked to the target's notebook or page (to the heading of a section)."""
         href = "" if target.docname == self.docname else self._href(target.docname)
         if target.kind == "section":
-            if href.startswith("http"):   # GitHub's heading anchors
+            if self.index.site_url and href.startswith(self.index.site_url):
+                from docutils.nodes import make_id   # Sphinx's section ids
+
+                slug = make_id(target.title)
+            elif href.startswith("http"):   # GitHub's heading anchors
                 slug = re.sub(r"[^\w\- ]", "", target.title.lower()).replace(" ", "-")
             else:                         # JupyterLab's heading anchors
                 slug = target.title.replace(" ", "-")

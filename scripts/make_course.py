@@ -189,27 +189,34 @@ def readme(kind: str, titles: dict[str, str], wheel: Path, root: Path = ROOT) ->
 _glue_cache: dict[Path, dict] = {}
 
 
-def export_notebook(nb: nbformat.NotebookNode, source: Path,
-                    root: Path = ROOT) -> nbformat.NotebookNode:
+def docname_of(source: Path, root: Path) -> str:
+    """The page name of a chapter file (its stem when it lies outside the book)."""
+    try:
+        return source.resolve().relative_to(root.resolve()).with_suffix("").as_posix()
+    except ValueError:
+        return source.stem
+
+
+def export_notebook(nb: nbformat.NotebookNode, source: Path, root: Path = ROOT,
+                    siblings: dict[str, str] | None = None) -> nbformat.NotebookNode:
     """The chapter as a plain Jupyter notebook, MyST turned into Markdown (scripts/export.py).
 
-    The glued values are read once per chapter. Packs get no install cell: their README has
-    students install the pack's wheel, and the export's install cell would install the
-    repository's main branch instead."""
+    ``siblings``: docname -> file name of the pages whose notebooks sit beside this one in the
+    pack (links to any other page go to the site). The glued values are read once per
+    chapter. Packs get no install cell: their README has students install the pack's wheel,
+    and the export's install cell would install the repository's main branch instead."""
     import export
     from bookindex import book_index
 
     source = source.resolve()
     if source not in _glue_cache:
         _glue_cache[source] = export.glue_values(source)
-    try:
-        docname = str(source.relative_to(root).with_suffix(""))
-    except ValueError:
-        docname = source.stem
+    docname = docname_of(source, root)
     index = book_index(root)
     if docname not in index.pages:   # a chapter outside the toc: index its own labels
         index.add_page(docname, source.read_text(encoding="utf8"))
-    return export.plain_notebook(nb, docname, _glue_cache[source])
+    return export.plain_notebook(nb, docname, _glue_cache[source],
+                                 notebook_dir_map=siblings if siblings is not None else {})
 
 
 # ----------------------------------------------------------------------------- main
@@ -249,10 +256,15 @@ def make_course(outdir: Path, chapters: list[Path], root: Path = ROOT) -> list[s
             write("nbgrader/README.md", render(
                 "README-nbgrader.md", assignments=", ".join(f"`{s}`" for s in titles),
                 first=next(iter(titles))))
+            in_pack = {docname_of(path, root): f"{path.stem}.ipynb" for path in notebooks}
             for path, nb in notebooks.items():
                 for pack, transform in TRANSFORMS.items():
+                    # student/ and instructor/ hold every chosen chapter side by side; each
+                    # nbgrader assignment is a folder of its own, so it links only to the site
+                    siblings = {} if pack == "nbgrader" else in_pack
                     try:
-                        out = clean_for_export(export_notebook(transform(nb), path, root))
+                        out = clean_for_export(export_notebook(transform(nb), path, root,
+                                                               siblings))
                     except ValueError as error:
                         raise CourseError(f"{path.name}: {error}") from error
                     if pack == "nbgrader":

@@ -11,7 +11,8 @@ One module per concern; each module's docstring says what it does and why:
 * :mod:`booksite.times` -- the `{chapter-times}` directive: measured execution times.
 * :mod:`booksite.pages` -- each inline script once, no `fontawesome.js`, 256-colour PNGs,
   phone-width figures that scroll sideways, math in search snippets.
-* :mod:`booksite.launch` -- Binder and JupyterHub buttons open the exported plain notebook.
+* :mod:`booksite.launch` -- the exported plain notebooks published with the site
+  (``notebooks/``); the .ipynb download, Binder, JupyterHub and Colab buttons hand them out.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from sphinx.application import Sphinx
 
 from .failures import report_failures
 from .kernels import quiet_kernels
-from .launch import launch_exported_notebooks
+from .launch import launch_exported_notebooks, publish_notebooks
 from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
                     palette_images, search_page_assets)
 from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
@@ -39,5 +40,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", launch_exported_notebooks, priority=600)  # after the theme
     app.connect("doctree-resolved", mark_wide_figures)
     app.connect("build-finished", palette_images)
+    app.connect("build-finished", publish_notebooks)
     app.connect("build-finished", report_failures)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

@@ -22,6 +22,7 @@ RESIDUE = [
     ("a directive option line", re.compile(r"^>?\s*:(label|class|tags|name|nonumber):", re.M)),
     ("an unfilled placeholder", re.compile(r"%s|\{number\}|\{name\}|\?\?\?")),
     ("a MyST cell break", re.compile(r"^\+\+\+\s*$", re.M)),
+    ("an unrendered {{ substitution }}", re.compile(r"\{\{.*?\}\}", re.S)),
 ]
 
 _RENDERER = MarkdownIt("commonmark").enable("table")

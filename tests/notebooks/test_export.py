@@ -253,3 +253,34 @@ def test_blocks_inside_list_items_and_quotes_stay_there():
     assert text == ("- an item\n\n  **Note**\n\n  > Inside the item.\n\n- next item\n\n"
                     "1. step\n\n   $$\n   a = b\n   \\tag{1.1}\n   $$\n\n"
                     "> quoted\n>\n> $$\n> q = 1\n> \\tag{1.1}\n> $$")
+
+
+def test_site_links_substitutions_and_links_to_page_sources(tmp_path):
+    """With ``html: baseurl`` set, pages without a notebook are linked on the site (section
+    ids as Sphinx writes them); a Markdown link to a page's source (`[x](<page>.md)`) is
+    re-pointed like {doc}; `{{ expr }}` is rendered with myst_substitutions outside code
+    spans. Bugs caught: relative `.md` links left dead in the notebook, appendices linked as
+    raw MyST on GitHub, raw Jinja left in the prose, a substitution made inside code."""
+    import shutil
+
+    book = tmp_path / "minibook"
+    shutil.copytree(MINI, book)
+    with open(book / "_config.yml", "a") as config:
+        config.write("html:\n  baseurl: https://example.github.io/minibook/\n"
+                     "parse:\n  myst_substitutions:\n    repo_url: https://example.org/r\n")
+    source = ('See [the notes](appendix-notes.md#times-of-the-chapters), [two](02-second.md), '
+              '{ref}`the times <notes-times>` and ({{ "<" ~ repo_url ~ ">" }}); `{{ kept }}` stays.')
+
+    def export_cell(text: str) -> str:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)])
+        return markdown(export.plain_notebook(nb, "chapters/01-first", VALUES, root=book))
+
+    assert export_cell(source) == (
+        "See [the notes](https://example.github.io/minibook/chapters/appendix-notes.html"
+        "#times-of-the-chapters), [two](02-second.ipynb), [the times](https://example.github.io"
+        "/minibook/chapters/appendix-notes.html#times-of-the-chapters) and "
+        "(<https://example.org/r>); `{{ kept }}` stays.")
+    with pytest.raises(ValueError, match="no page 'chapters/missing'"):
+        export_cell("[gone](missing.md)")
+    with pytest.raises(ValueError, match="substitution"):
+        export_cell("{{ no_such_name }}")

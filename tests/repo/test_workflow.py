@@ -121,3 +121,34 @@ def test_readme_links_follow_the_repository_url():
     assert config["parse"]["myst_substitutions"]["repo_url"] == repo, \
         "the pages' repo_url and the repository button must be the same URL (one anchor)"
     assert len(re.findall(r"https://github\.com/", (ROOT / "_config.yml").read_text())) == 1
+
+
+def test_workflow_publishes_the_notebooks_colab_opens():
+    """The book job keeps _build/html/notebooks/ (the exported notebooks the site's download
+    buttons give) as an artifact; one job, only from main and after the tests, pushes them to
+    the branch the Colab buttons open (booksite.launch.NOTEBOOK_BRANCH), with write access to
+    contents and nothing else. Bugs caught: a Colab button pointing at a branch nobody writes,
+    a publication from a pull request or before the tests pass, a token with more rights."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from booksite.launch import NOTEBOOK_BRANCH, NOTEBOOK_DIR
+
+    data = workflow()
+    _, book = job_running("make book")
+    test_name, _ = job_running("make test")
+    kept = uses(book, "actions/upload-artifact")
+    kept = [s for s in kept if s["with"]["path"].rstrip("/") == f"_build/html/{NOTEBOOK_DIR}"]
+    assert len(kept) == 1, "the book job must upload _build/html/notebooks as an artifact"
+    artifact = kept[0]["with"]["name"]
+    publishers = [(n, j) for n, j in data["jobs"].items()
+                  if any(s.get("with", {}).get("name") == artifact
+                         for s in uses(j, "actions/download-artifact"))]
+    assert len(publishers) == 1, "one job downloads the notebooks artifact"
+    _, job = publishers[0]
+    assert {"build", test_name} <= set(job["needs"])
+    assert job["permissions"] == {"contents": "write"}
+    assert "refs/heads/main" in job["if"] and "pull_request" in job["if"]
+    push = " ".join(runs(job))
+    assert re.search(rf"git push .* {re.escape(NOTEBOOK_BRANCH)}\s*$", push.strip()), push
+    assert f"git init -q -b {NOTEBOOK_BRANCH}" in push

@@ -1,7 +1,7 @@
 """Every page of the built site, opened in headless Chromium from a local server.
 
-Checks: HTTP 200 for the page and every asset it requests, math typeset, images loaded, no
-error output, no console or page error (Chromium's own request for /favicon.ico aside), the page
+Checks: HTTP 200 for the page and every asset it requests (the favicon included), math typeset,
+images loaded, no error output, no console or page error, the page
 weight (bytes of the page and of everything it loads, written to _build/timings/page-weights.json
 and printed at the end of the session), the layout at phone width (390 px), and search snippets
 without raw TeX. Screenshots go to _build/screenshots/<page>.png (light theme),
@@ -16,12 +16,15 @@ import gzip
 import json
 import os
 import re
+import sys
 import time
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import yaml
 
-from bookutils import ROOT, toc_docnames
+from bookutils import ROOT, chapter_notebooks, read_notebook, source_path, toc_docnames
 
 pytestmark = pytest.mark.browser
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -34,9 +37,10 @@ FULL_PAGE = os.environ.get("BOOK_FULL_SCREENSHOTS", "") not in ("", "0")
 # (`make test-site` runs two workers); the bound only limits a hang, it decides no check.
 WAIT_MS = 120_000
 
-# The book has no favicon; Chromium asks for one anyway. Nothing else may fail or log an error.
-ALLOWED_ERRORS = [re.compile(r"Failed to load resource: .* 404 .*/favicon\.ico")]
-ALLOWED_MISSING = re.compile(r"/favicon\.ico$")
+# Nothing may fail or log an error (the book has a favicon, _ext/booksite/static/favicon.svg, so
+# Chromium does not ask for /favicon.ico).
+ALLOWED_ERRORS: list[re.Pattern] = []
+ALLOWED_MISSING = re.compile(r"(?!)")   # matches nothing
 
 WAIT_FOR_MATH = """async () => {
   if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
@@ -236,3 +240,55 @@ def test_search_snippets_have_no_raw_tex(browser, site_url):
     raw = [s for s in snippets if re.search(r"\\[()\[\]]|\$\$", s)]
     assert not raw, "search snippets with raw TeX delimiters:\n" + "\n".join(raw)
     assert converted == "‖p‖ ≥ 1", converted
+
+
+NOTEBOOK_PAGES = [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter_notebooks()]
+
+
+@pytest.mark.parametrize("docname", NOTEBOOK_PAGES)
+def test_download_and_colab_buttons_give_the_plain_notebook(docname, browser, site_url,
+                                                            built_html):
+    """The page's ".ipynb" download (clicked in the download menu) gives the exported plain
+    notebook, not myst-nb's intermediate one: valid, no MyST residue in its prose, the install
+    cell first, then exactly the page's code cells (the notebook the chapter stage runs outside
+    the repository). The Colab button opens the same file on the branch the workflow
+    publishes. Bugs caught: the theme's _sources/ notebook (MyST roles, {glue:text}, no install
+    cell), a download of another page's notebook, a Colab link to the MyST source or to a file
+    the site does not publish."""
+    import nbformat
+
+    sys.path[:0] = [str(ROOT / "_ext"), str(ROOT / "tests" / "notebooks")]
+    from booksite.launch import NOTEBOOK_BRANCH
+    from residue import residue
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    try:
+        open_settled(page, f"{site_url}/{docname}.html")
+        page.click('button[aria-label="Download this page"]')
+        with page.expect_download() as download:
+            page.locator("a.btn-download-notebook-button").click()
+        text = Path(download.value.path()).read_text(encoding="utf8")
+        name = download.value.suggested_filename
+        page.click('button[aria-label="Launch interactive content"]')
+        colab = page.locator("a.dropdown-item", has_text="Colab").get_attribute("href")
+    finally:
+        context.close()
+    stem = docname.rsplit("/", 1)[-1]
+    assert name == f"{stem}.ipynb"
+    nb = nbformat.reads(text, as_version=4)
+    nbformat.validate(nb)
+    prose = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert residue(prose) == [], f"{docname}: MyST left in the downloaded notebook"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].metadata.get("export", {}).get("install"), "the install cell is not first"
+    page_code = [c.source for c in read_notebook(source_path(docname)).cells
+                 if c.cell_type == "code"]
+    assert [c.source for c in code[1:]] == page_code, f"{docname}: not this page's code"
+    assert not any(c.get("outputs") for c in code), "a download with stale outputs"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    assert colab == (f"https://colab.research.google.com/github/{repo}/blob/"
+                     f"{NOTEBOOK_BRANCH}/{stem}.ipynb"), colab
+    assert (built_html / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf8") == text

@@ -10,7 +10,9 @@ import yaml
 from bookutils import ROOT, chapter_notebooks, toc_docnames
 
 pytestmark = pytest.mark.book
-EXTERNAL = re.compile(r"<(?:script|link)\b[^>]*?\b(?:src|href)=\"(https?://[^\"]+)\"", re.I)
+# A script or a <link> from the network (not the canonical URL, which is the page's own address).
+EXTERNAL = re.compile(r"<(?:script|link)\b(?![^>]*\brel=\"canonical\")[^>]*?\b(?:src|href)="
+                      r"\"(https?://[^\"]+)\"", re.I)
 
 
 def test_book_builds_cleanly(book_build):
@@ -102,3 +104,20 @@ def test_chapter_times_are_measured(built_html):
 def test_no_static_folder_in_book_root():
     """Jupyter Book 1 injects every .js/.css under a root _static/ into every page."""
     assert not (ROOT / "_static").exists(), "use _vendor/ (html_static_path), not _static/"
+
+
+def test_published_notebooks_have_no_dead_links(built_html):
+    """Every link of the site's downloadable notebooks leads somewhere: a sibling notebook that
+    is published, a page (and heading) of the site, a file of the repository. Bugs caught: a
+    relative `[text](<page>.md)` link left as it was (no such file beside the notebook), links to
+    appendices sent to GitHub's raw MyST, a section anchor the site does not have."""
+    from notebook_links import dead_links, hrefs
+
+    import nbformat
+
+    notebooks = sorted((built_html / "notebooks").glob("*.ipynb"))
+    assert len(notebooks) == len(chapter_notebooks())
+    dead = [f"{path.name}: {d}" for path in notebooks for d in dead_links(path, built_html)]
+    assert not dead, "\n".join(dead)
+    count = sum(len(hrefs(nbformat.read(p, as_version=4))) for p in notebooks)
+    assert count > 20, f"only {count} links: the link reader is broken"

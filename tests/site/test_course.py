@@ -197,6 +197,22 @@ def test_packs_show_no_myst(packs):
     assert not found, "MyST residue:\n" + "\n".join(found[:20])
 
 
+def test_partial_packs_have_no_dead_links(graded_packs):
+    """In a pack of some chapters (06 and the sample), links to a chosen chapter open its
+    notebook beside, links to any other page open the page on the site, and no link leads to
+    a page's MyST source; each nbgrader assignment, a folder of its own, links only to the
+    site. Bug caught: every exported chapter linked as a sibling notebook, dead in a pack
+    without it (the pack of 06 linked the notebook of chapter 03)."""
+    from notebook_links import dead_links, hrefs
+
+    notebooks = sorted(graded_packs.rglob("*.ipynb"))
+    dead = [f"{p.relative_to(graded_packs)}: {d}" for p in notebooks for d in dead_links(p, None)]
+    assert not dead, "\n".join(dead)
+    nbgrader_links = [h for p in notebooks if "nbgrader" in p.parts for h in hrefs(load(p))]
+    assert nbgrader_links and not any(h.endswith(".ipynb") for h in nbgrader_links), \
+        nbgrader_links
+
+
 def test_export_is_plugged_into_every_pack(tmp_path, monkeypatch):
     """Every pack's notebooks go through the export (the module `export` of scripts/; here a
     stand-in that adds a first cell), once per chapter for the glue values, after the pack's
@@ -211,8 +227,8 @@ def test_export_is_plugged_into_every_pack(tmp_path, monkeypatch):
         calls["glue"].append(source)
         return {"sample-shift-err": 0.0}
 
-    def plain_notebook(nb, docname, values):
-        calls["plain"].append((docname, values))
+    def plain_notebook(nb, docname, values, *, notebook_dir_map):
+        calls["plain"].append((docname, values, notebook_dir_map))
         nb = nbformat.from_dict(nb)
         nb.cells.insert(0, v4.new_code_cell("# added by the export"))
         return nb
@@ -221,7 +237,10 @@ def test_export_is_plugged_into_every_pack(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "export", fake)
     make_course.make_course(tmp_path / "out", [SAMPLE])
     assert calls["glue"] == [SAMPLE.resolve()]
-    assert calls["plain"] == [("tests/site/data/sample_chapter", {"sample-shift-err": 0.0})] * 3
+    page, values = "tests/site/data/sample_chapter", {"sample-shift-err": 0.0}
+    beside = {page: "sample_chapter.ipynb"}   # student/ and instructor/; nbgrader: none
+    assert sorted(calls["plain"], key=str) == sorted(
+        [(page, values, beside), (page, values, beside), (page, values, {})], key=str)
     for path in ("student", "instructor", "nbgrader/source/sample_chapter"):
         nb = load(tmp_path / "out" / path / "sample_chapter.ipynb")
         assert nb.cells[0].source == "# added by the export", path
@@ -455,6 +474,11 @@ def test_nbgrader_round_trip(graded_packs, wheel_venv, tmp_path):
             target = course / "submitted" / who / name
             target.mkdir(parents=True)
             shutil.copy(course / folder / name / f"{name}.ipynb", target)
+        # chapters/teaching.md: a solved notebook without nbgrader's metadata (the instructor
+        # pack's, as one from Binder) gets no points, so it must be graded by running it.
+        target = course / "submitted" / "unreleased" / name
+        target.mkdir(parents=True)
+        shutil.copy(graded_packs / "instructor" / f"{name}.ipynb", target)
     nbgrader(course, wheel_venv, "autograde", "*", "--force")
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
@@ -469,6 +493,10 @@ def test_nbgrader_round_trip(graded_packs, wheel_venv, tmp_path):
                     assert all(s == m > 0 for s, m in scores.values()), (name, scores)
                 else:
                     assert all(s == 0 < m for s, m in scores.values()), (name, scores)
+            notebook = gradebook.find_submission_notebook(name, name, "unreleased")
+            scores = {g.name: (g.score, g.max_score) for g in notebook.grades}
+            assert sum(s or 0 for s, _ in scores.values()) == 0 < checks, \
+                f"teaching.md says a notebook without nbgrader metadata scores 0: {scores}"
             graded = {who: load(course / "autograded" / who / name / f"{name}.ipynb")
                       for who in ("instructor", "student")}
             assert not errors(graded["instructor"]), errors(graded["instructor"])
