@@ -7,6 +7,7 @@ sphinx-proof, Sphinx's numfig and sphinx-exercise number them in the built site.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -85,6 +86,8 @@ class BookIndex:
             if block.kind == "math" and block.name:
                 self.labels[block.name] = Target(
                     docname, number=self.number(docname, counters, "equation"), kind="equation")
+            elif block.kind == "math" and block.arg == "amsmath" and _numbered(block):
+                self.number(docname, counters, "equation")   # Sphinx numbers it, unlabelled
             if block.kind != "directive":
                 continue
             name, arg, options = block.name, block.arg, block.options
@@ -127,6 +130,13 @@ class BookIndex:
     def exported(self) -> set[str]:
         """Docnames of the pages exported as notebooks (the toc pages that are notebooks)."""
         return {d for d in self.pages if is_notebook(source_path(d, self.root))}
+
+
+def _numbered(block) -> bool:
+    """An amsmath environment that takes an equation number on the site (Sphinx numbers every
+    unstarred one, ``\\begin{align}`` and ``\\begin{pmatrix}`` alike, once per block)."""
+    found = re.match(r"\\begin\{([^}]+)\}", block.body[0].strip()) if block.body else None
+    return bool(found) and not found[1].endswith("*")
 
 
 def figure_options(options: dict) -> dict | None:

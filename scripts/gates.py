@@ -11,7 +11,8 @@ solutions and checks. A chapter's gates are MyST directives, read by :mod:`mystr
   solution; a ``{solution} <label>`` directive is a solution in one piece;
 - code cells tagged ``exercise-check`` after an exercise (or its solution) are its checks.
 
-An exercise without a label, a solution without one, or a solution gate left open raise
+An exercise without a label or with one already used, a solution without a label, a gate left
+open or closed twice, and a gate inside another directive (a solution in a ``{note}``) raise
 ``ValueError`` naming the gate: a pack built from a misread chapter would leak or lose answers.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import nbformat
 
-from mystreader import blocks
+from mystreader import LITERAL, blocks, walk
 
 STUB_TAG = "exercise-stub"
 CHECK_TAG = "exercise-check"
@@ -60,11 +61,23 @@ def _label(options: dict, line: str) -> str:
     return label
 
 
+def _refuse_nested_gates(block, where: str) -> None:
+    """Raise when a gate sits inside the directive ``block`` (a solution in a {note} or a
+    {dropdown}): the packs cut cells at top-level gates only, so it would reach students."""
+    if block.name in LITERAL:
+        return
+    for inner in walk("\n".join(block.body)):
+        if inner.kind == "directive" and inner.name in GATES:
+            raise ValueError(f"{{{inner.name}}} inside {{{block.name}}} ({where}): put exercise "
+                             f"and solution gates at the top level of a cell")
+
+
 def pieces(nb: nbformat.NotebookNode) -> list[Piece]:
     """The cells of ``nb`` with their roles, markdown cells cut at the gates (the gate
     directives of exercises stay in the text, those of solutions go with the solution)."""
     out: list[Piece] = []
     exercise = solution = last = ""   # open exercise gate, open solution gate, check owner
+    seen: set[str] = set()            # exercise labels met so far
 
     def add(role: str, cell, lines: list[str], label: str, origin: int) -> None:
         text = "\n".join(lines).strip("\n")
@@ -93,7 +106,10 @@ def pieces(nb: nbformat.NotebookNode) -> list[Piece]:
         lines = cell.source.splitlines()
         pos, keep = 0, []
         for block in blocks(cell.source):
-            if block.kind != "directive" or block.name not in GATES:
+            if block.kind != "directive":
+                continue
+            _refuse_nested_gates(block, lines[block.start].strip())
+            if block.name not in GATES:
                 continue
             start, stop, name = block.start, block.stop, block.name
             where = lines[start].strip()
@@ -101,13 +117,19 @@ def pieces(nb: nbformat.NotebookNode) -> list[Piece]:
                 add("solution-text", cell, lines[pos:start], solution, index)
             else:
                 keep += lines[pos:start]
-            if name == "exercise-start":
-                exercise = _label(block.options, where)
-                keep += lines[start:stop]
-            elif name == "exercise":
-                last = _label(block.options, where)
+            if name in ("exercise-start", "exercise"):
+                label = _label(block.options, where)
+                if label in seen:
+                    raise ValueError(f"two exercises are labelled {label} ({where})")
+                seen.add(label)
+                if name == "exercise-start":
+                    exercise = label
+                else:
+                    last = label
                 keep += lines[start:stop]
             elif name == "exercise-end":
+                if not exercise:
+                    raise ValueError(f"{where} without an open {{exercise-start}}")
                 last, exercise = exercise, ""
                 keep += lines[start:stop]
             elif name in ("solution-start", "solution"):
@@ -133,6 +155,8 @@ def pieces(nb: nbformat.NotebookNode) -> list[Piece]:
         add("text", cell, keep, "", index)
     if solution:
         raise ValueError(f"the solution of {solution} has no {{solution-end}}")
+    if exercise:
+        raise ValueError(f"the exercise {exercise} has no {{exercise-end}}")
     return out
 
 

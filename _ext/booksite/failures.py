@@ -94,14 +94,25 @@ def _locate(path: Path, source: str) -> tuple[int | None, int | None]:
             quoted = "\n".join(ast.literal_eval(first))
         except (ValueError, SyntaxError, TypeError):
             pass
-    number = 0
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        number += 1
-        if cell.source.strip().startswith(quoted.strip()):
-            return (starts[index] + 1 if starts else None), number
+    code = [(index, number) for number, index in
+            enumerate((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), start=1)]
+    for matches in (str.__eq__, str.startswith):    # the whole cell first, then a preview
+        for index, number in code:
+            source = nb.cells[index].source
+            if matches(source.strip(), quoted.strip()):
+                return (_code_line(text, starts[index], source) if starts else None), number
     return None, None
+
+
+def _code_line(text: str, start: int, source: str) -> int:
+    """1-based line of the file where the cell's code begins: myst-nb's source map gives the
+    cell's start (its options, if it has any), the code follows them."""
+    lines = text.splitlines()
+    first = source.strip("\n").splitlines()[0].rstrip() if source.strip() else ""
+    for k in range(start, min(len(lines), start + 200)):
+        if lines[k].rstrip() == first:
+            return k + 1
+    return start + 1
 
 
 def _last_error_line(traceback: str) -> str:

@@ -151,3 +151,23 @@ def test_misread_gates_raise_in_every_pack(broken, message):
         gates.student_notebook(notebook(*broken))
     with pytest.raises(ValueError, match=message):
         nbgrader_notebook(notebook(*broken))
+
+
+@pytest.mark.parametrize("broken, message", [
+    (GATED + [("md", "```{exercise} Again\n:label: ex-square\n```")], "two exercises"),
+    ([("md", "```{exercise-end}\n```")], "without an open"),
+    (GATED[:2], r"has no \{exercise-end\}"),
+    ([("md", "```{exercise} E\n:label: ex-d\n```\n\n::::{note}\n:::{solution} ex-d\nSECRET\n"
+             ":::\n::::")], r"\{solution\} inside \{note\}"),
+    ([("md", "```{exercise} E\n:label: ex-d\n```\n\n::::{dropdown} Answer\n"
+             ":::{solution-start} ex-d\n:::\n::::")], r"\{solution-start\} inside \{dropdown\}"),
+])
+def test_gates_that_cannot_be_split_raise(broken, message):
+    """Bugs caught (found by an independent review): a {solution} inside a {note} or a
+    {dropdown} kept in the student pack and the nbgrader source (the gates were read at the
+    top level only, so SECRET reached students); a duplicate label or a stray or missing
+    exercise-end passed over."""
+    with pytest.raises(ValueError, match=message):
+        gates.student_notebook(notebook(*broken))
+    with pytest.raises(ValueError, match=message):
+        nbgrader_notebook(notebook(*broken))

@@ -120,6 +120,16 @@ shown_not_run = 1
 first = 1
 ```
 
+```{{code-cell}} ipython3
+---
+mystnb:
+  figure:
+    caption: A figure cell with a yaml header
+---
+first = 1
+second = 2
+```
+
 <!--
 ```{{code-cell}} ipython3
 commented_out = 1
@@ -147,17 +157,19 @@ def test_failure_location_counts_only_cells_the_build_ran(tmp_path):
     lines = CHAPTER.splitlines()
     failing = lines.index("def failing():") + 1           # 1-based line of the cell's code
     assert _locate(page, "first = 1") == (lines.index("first = 1") + 1, 1)
+    header = lines.index("second = 2")               # the code after the yaml header
+    assert _locate(page, "first = 1\nsecond = 2") == (header, 2)
 
     cell = nbformat.v4.new_code_cell(LONG_CELL)
     timeout = CellTimeoutError.error_from_timeout_and_cell("Timeout", 3, cell)
     kind, source, _ = _split_error(f"CellTimeoutError: {timeout}")
     assert kind == "CellTimeoutError" and source.startswith("['def failing():'"), source
-    assert _locate(page, source) == (failing, 2)
+    assert _locate(page, source) == (failing, 3)
 
     error = CellExecutionError.from_cell_and_msg(cell, {
         "ename": "RuntimeError", "evalue": "", "traceback": ["RuntimeError"]})
     kind, source, _ = _split_error(f"CellExecutionError: {error}")
-    assert kind == "CellExecutionError" and _locate(page, source) == (failing, 2)
+    assert kind == "CellExecutionError" and _locate(page, source) == (failing, 3)
 
     assert _locate(page, "shown_not_run = 1") == (None, None)
     assert _locate(page, "commented_out = 1") == (None, None)

@@ -144,3 +144,56 @@ def test_contributing_snippets_build(tmp_path, vendor):
         "\n".join(result.warnings()) or result.output[-5000:]
 
 
+
+
+EQUATIONS_PAGE = r"""# Equations
+
+$$a = 1$$ (eq-first)
+
+\begin{equation}
+b = 2
+\end{equation}
+
+\begin{equation*}
+s = 2
+\end{equation*}
+
+\begin{align}
+c &= 3 \\
+d &= 4
+\end{align}
+
+A paragraph
+$$ z = 3 $$ (eq-not-an-equation)
+
+\begin{pmatrix}
+a & b
+\end{pmatrix}
+
+$$
+e = 5
+$$ (eq-second)
+
+- in a list
+
+  $$ f = 6 $$ (eq-third)
+
+See {eq}`eq-first`, {eq}`eq-second` and {eq}`eq-third`.
+"""
+
+
+def test_equation_numbers_of_the_index_match_the_site(tmp_path, vendor):
+    """The equation numbers scripts/bookindex.py gives (the exported notebooks' \\tag and
+    {eq} text) are the ones Sphinx prints. Bug caught (found by an independent review): an
+    unlabelled unstarred amsmath environment, which Sphinx numbers, not counted, so every
+    later equation of the page was one short in the notebooks."""
+    from bookindex import BookIndex
+
+    book = tiny_book(tmp_path / "book", EQUATIONS_PAGE)
+    result = build(book)
+    assert result.rc == 0, result.output[-3000:]
+    html = (result.html / "page.html").read_text()
+    site = dict(re.findall(r'href="#equation-([\w-]+)">\((\d+)\)</a>', html))
+    assert set(site) == {"eq-first", "eq-second", "eq-third"}, site
+    index = BookIndex(book)
+    assert {label: index.labels[label].number for label in site} == site
