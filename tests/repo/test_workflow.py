@@ -152,3 +152,20 @@ def test_workflow_publishes_the_notebooks_colab_opens():
     push = " ".join(runs(job))
     assert re.search(rf"git push .* {re.escape(NOTEBOOK_BRANCH)}\s*$", push.strip()), push
     assert f"git init -q -b {NOTEBOOK_BRANCH}" in push
+
+
+def test_bare_make_lists_every_target_and_creates_nothing():
+    """`make` alone is `make help`: every target of .PHONY with what it does, and no command
+    but echo (a bare `make` used to create the 1.9-5.8 GB environment). Bug caught: a target
+    added to the Makefile and missing from the help."""
+    makefile = (ROOT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split()
+    shown = subprocess.run(["make", "-s", "-C", str(ROOT)], capture_output=True, text=True,
+                           check=True).stdout
+    listed = set(re.findall(r"make ([\w-]+)", shown))
+    missing = [t for t in phony if t != "help" and t not in listed]
+    assert not missing, f"make help does not list: {missing}"
+    dry = subprocess.run(["make", "-n", "-C", str(ROOT)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    commands = [line for line in dry if line.strip() and not line.startswith(("echo", "make"))]
+    assert not commands, f"a bare make would run: {commands}"
