@@ -71,6 +71,28 @@ def test_joint_svms_agree_with_cvxpy(c):
     np.testing.assert_allclose(svms.relaxed.p, p_ref.p, atol=1e-6)
 
 
+def test_joint_svms_v_svm_reads_the_tokens_not_the_keys():
+    """Bug caught: joint_svms solving the v-SVM on the keys W^T r_i instead of the selected
+    tokens r_i (the head reads the values, the raw tokens; with W = I the two agree, and every
+    other joint_svms test used W = I).
+
+    By hand, Fig. 3 family with c = 1.5 and W = diag(1, 2):
+    v-SVM on r = (1, 1), (1, -1), (0.5, 1.5), Y = (1, -1, 1): v = (0, 1) (rows 1 and 2 tight,
+    v = (Y_1 r_1 + Y_2 r_2) / 2, multipliers 1/2, 1/2), margin of sequence 3 is 1.5: S = {0, 1}.
+    (On the keys (1, 2), (1, -2), (0.5, 3) it would be v = (0, 0.5).)
+    Relaxed p-SVM on the keys, sequence 3 relaxed: p1 + 2 p2 >= 1, p1 - 2 p2 >= 1,
+    0.5 p1 + 3 p2 >= 0: p = (1, 0) (p = (k_1 + k_2) / 2, multipliers 1/2, 1/2 on the key rows).
+    Full ATT-SVM: rows 2 and 3 tight, p1 - 2 p2 = 1, 0.5 p1 + 3 p2 = 1: p = (1.25, 0.125),
+    multipliers (0.921875, 0.65625) >= 0, and row 1 gives 1.5 >= 1."""
+    inst = mm.data.fig3_moved(1.5)
+    svms = mm.joint_svms(inst.X, inst.Y, ALPHA, W=np.diag([1.0, 2.0]))
+    np.testing.assert_allclose(svms.v.v, [0.0, 1.0], atol=1e-9)
+    assert svms.v.support.tolist() == [True, True, False]
+    np.testing.assert_allclose(svms.relaxed.p, [1.0, 0.0], atol=1e-9)
+    assert svms.relaxed.relaxed.tolist() == [False, False, True]
+    np.testing.assert_allclose(svms.full.p, [1.25, 0.125], atol=1e-9)
+
+
 def test_joint_svms_rejects_bad_selection():
     inst = mm.data.fig3_moved(1.5)
     with pytest.raises(ValueError, match="alpha"):

@@ -186,6 +186,21 @@ def test_kkt_residual_detects_a_non_stationary_point():
     assert wrong_sign[1] == pytest.approx(1.0)  # the multiplier would be negative
 
 
+def test_kkt_counts_a_point_rounded_just_inside_the_sphere_as_on_it():
+    """Bug caught: the ball constraint read as active only when ||q|| >= R exactly (the relative
+    tolerance dropped), so a boundary point that rounding puts a few ulp inside the sphere is
+    certified as an interior, non-stationary point (residual ||g||, no multiplier). The path
+    hid it: among tied candidates it keeps the one whose rounding landed on or outside the sphere.
+
+    By hand: q = R (1 - 1e-12) e1 with R = 3 and g = -e1, so -g = 1 * q / ||q||: the ball is
+    active to a relative 1e-12, the residual is 0 and the multiplier 1."""
+    for q in (np.array([3.0 * (1 - 1e-12), 0.0]), np.nextafter(np.array([3.0, 0.0]), 0.0)):
+        residual, rel, ball, on_ball, on_cone = paths._kkt(q, np.array([-1.0, 0.0]), 3.0, None, None)
+        assert on_ball and not on_cone
+        assert residual == pytest.approx(0.0, abs=1e-15) and rel == pytest.approx(0.0, abs=1e-15)
+        assert ball == pytest.approx(1.0, rel=1e-12)
+
+
 def test_local_path_stays_in_its_cone_and_selects_the_local_token():
     inst = mm.data.fig1(variant="b")
     local = mm.att_svm(inst.X, [1], W=inst.W).p

@@ -403,6 +403,25 @@ def test_unequal_scores_gd_near_q():
     assert mm.cosine(run.p[-1, 2, 0], [25.0, -15.0, 0.0]) > 0.999
 
 
+def test_equal_score_tolerance_is_relative_to_the_scores():
+    """Bug caught: the equal-score tolerance made absolute (1e-9 instead of 1e-9 max |gamma|):
+    with the head scaled down, distinct scores read as equal and a lower-score token inside the
+    margin no longer blocks a trap.
+
+    By hand, W = diag(1, 1, 0), v = c e3, Y = (1, 1). Sequence 0: (-2, 3 | 1) [optimal],
+    (0, 0 | 0), (-0.5, 0 | 0.5); sequence 1: (1, 0 | 1) [optimal], (0, 0 | 0), (0, -1 | 0).
+    S = {0}: q = ATT-SVM of sequence 1 (p1 >= 1, p1 + p2 >= 1) = (1, 0, 0); sequence 0 has logits
+    (-2, 0, -0.5), t = token 1 (score 0), and token 2 (score 0.5 c, different) has gap 0.5 <= 1:
+    no trap. S = {1}: q = ATT-SVM of sequence 0 (-2 p1 + 3 p2 >= 1, -1.5 p1 + 3 p2 >= 1) =
+    (-1.5, 3, 0) / 11.25, which puts sequence 1's optimal token only 0.133 below token 1: no
+    trap. So no trap set, for every c > 0; c = 1e-10 keeps the top scores 5e-11 apart (the tie
+    test of the optimal token is absolute, 1e-12)."""
+    X = np.array([[[-2.0, 3.0, 1.0], [0.0, 0.0, 0.0], [-0.5, 0.0, 0.5]],
+                  [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0]]])
+    for c in (1.0, 1e-10):
+        assert mm.trap_sets(X, np.ones(2), c * E3, W=W3) == []
+
+
 # ----------------------------------------------------------------------------------------------
 # 5. bad inputs
 # ----------------------------------------------------------------------------------------------
