@@ -329,10 +329,19 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
             norm[l] = -2.0
         elif run.normalized and run.loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
             gl, cl = _rescaled_gradient(Km, gm, a.p[l::LANES].copy(), n, T, d)
-            size = np.sqrt(np.sum(gl * gl)) + run.eps * np.exp(-cl)
-            for e in range(d):
-                g[e * LANES + l] = gl[e] / size
-            norm[l] = -1.0                  # marks a lane already normalized
+            top = np.max(np.abs(gl))        # gl / top: its squares neither over- nor underflow
+            small = run.eps * np.exp(-cl)
+            if top > 0:
+                size = np.sqrt(np.sum((gl / top) ** 2)) + small / top
+                for e in range(d):
+                    g[e * LANES + l] = (gl[e] / top) / size
+                norm[l] = -1.0              # marks a lane already normalized
+            elif small > 0:                 # a zero gradient: no step
+                for e in range(d):
+                    g[e * LANES + l] = 0.0
+                norm[l] = -1.0
+            elif out.failed[m, b0 + l] < 0:  # 0 / 0, as the torch loop: refused
+                out.failed[m, b0 + l] = k
         elif out.failed[m, b0 + l] < 0:
             out.failed[m, b0 + l] = k
 
@@ -436,7 +445,8 @@ def ready() -> None:
         return
     from numba.core import config
 
-    before = config.SLP_VECTORIZE
+    # numba's internal switch (0.60-0.68 have it); a numba without it compiles as it does
+    before = getattr(config, "SLP_VECTORIZE", None)
     config.SLP_VECTORIZE = 1
     try:
         M, n, T, d = 1, 1, 2, 1
@@ -446,5 +456,8 @@ def ready() -> None:
                 np.zeros((M, LANES, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),
                 empty_records(len(record), M, LANES, n, T, d))
     finally:
-        config.SLP_VECTORIZE = before
+        if before is None:
+            del config.SLP_VECTORIZE
+        else:
+            config.SLP_VECTORIZE = before
     _READY.append(True)

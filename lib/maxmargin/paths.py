@@ -69,7 +69,7 @@ class RegularizationPath:
         d = self.points.shape[-1]
         return _kernels.cosine(self.points, _checks.direction(direction, self.points.shape, f"({d},)"))
 
-    def is_stationary(self, rtol: float = 1e-6, atol: float = 1e-12) -> np.ndarray:
+    def is_stationary(self, *, rtol: float = 1e-6, atol: float = 1e-12) -> np.ndarray:
         """(k,) bool: kkt <= max(rtol * ||grad||, atol) on active constraints, ||grad|| <= atol inside."""
         active = self.on_boundary | self.on_cone
         return np.where(active, self.kkt <= np.maximum(rtol * self.grad_norms, atol), self.grad_norms <= atol)

@@ -384,6 +384,8 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
             if not bool(torch.isfinite(grad).all()):
                 raise _overflow(caller, k, gamma, lr, loss, normalized)
             Pt = Pt - lr * _step_direction(grad, normalized, eps if scale is None else eps * scale)
+            if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0
+                raise _overflow(caller, k, gamma, lr, loss, normalized)
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     risks = loss.torch_value(torch.from_numpy(margins)).numpy()
@@ -580,6 +582,8 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
                 raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
             V = V - lr * _step_direction(grad_v, normalized, eps_v if scale is None else eps_v * scale)
             P = P - lr * _step_direction(grad_p, normalized, eps_p if scale is None else eps_p * scale)
+            if not (bool(torch.isfinite(V).all()) and bool(torch.isfinite(P).all())):
+                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
     V = V.T.numpy()
     with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
         risks = np.mean(loss.value(margins), axis=1)
@@ -651,5 +655,8 @@ def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.T
     scale = grad.abs().amax(dim=-2, keepdim=True)
     safe = torch.where(scale > 0, scale, 1.0)
     unit = grad / safe
-    rescaled = unit / (torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + eps / safe)
+    # a tensor numerator: torch computes float / tensor as float * (1 / tensor), whose
+    # reciprocal overflows for a subnormal scale (the step became 0 and the run stalled)
+    small = torch.as_tensor(eps, dtype=grad.dtype) / safe
+    rescaled = unit / (torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + small)
     return torch.where(risky, rescaled, grad / (norm + eps))

@@ -71,3 +71,34 @@ def test_trajectory_norms_are_scale_free(c):
     hand (3-4-12 makes 13)."""
     run = mm.gd(X, Y, V, np.array([3.0, 4.0, 12.0]) * c, 1, LR, W=W, normalized=True)
     assert run.norms[0, 0] == pytest.approx(13.0 * c, rel=1e-15)
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+def test_a_long_run_at_1e_300_follows_the_same_path(engine):
+    """The 6-step runs above never reach a subnormal gradient; this one does (the gradient
+    shrinks as the attention saturates, to about 1e-309 after 150 steps at c = 1e-300). Bug
+    caught (found by an independent review): torch computed eps / max|g| as eps * (1 / max|g|),
+    whose reciprocal overflows for a subnormal max|g|, so every step had length 0 from step
+    158 on and the run ended 0.21 from the c = 1 path."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MAXMARGIN_ENGINE", engine)
+        expected = mm.gd(X, Y, V, P0, 200, LR, W=W, loss="correlation", normalized=True,
+                         eps=EPS).p
+        run = mm.gd(X, Y, V * 1e-300, P0, 200, LR, W=W, loss="correlation", normalized=True,
+                    eps=EPS * 1e-300)
+    np.testing.assert_allclose(run.p, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+def test_an_undetermined_normalized_step_is_refused_alike(engine):
+    """A gradient that is exactly 0 in float64 while its true scale overflows (scores of -1e3
+    under the exponential loss: the other token's attention e^-999 underflows, the factor
+    e^1000 overflows) has no direction. Both engines raise the same ValueError, naming the
+    scale of v. Bugs caught (found by an independent review): the compiled kernel's bare
+    ZeroDivisionError, and the torch loop's NaN iterate (refused only at the next step, so a
+    NaN last iterate would have been returned)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MAXMARGIN_ENGINE", engine)
+        with pytest.raises(ValueError, match="step 0 .*scale of v"):
+            mm.gd(np.array([[[1000.0], [1.0]]]), np.ones(1), -np.ones(1), np.ones(1), 1, 0.1,
+                  loss="exponential", normalized=True)
