@@ -467,6 +467,19 @@ MUTANTS = [
            "run = _gd(prob, p0, steps, lr, loss, True, eps, None, 1)",
            "run = _gd(prob, p0, steps, lr, loss, False, eps, None, 1)",
            ("test_ch01_helpers.py", "test_model.py")),
+    Mutant("train.py", "normalized step's eps / max|g| by a float numerator (reciprocal overflows)",
+           "small = torch.as_tensor(eps, dtype=grad.dtype) / safe",
+           "small = eps / safe",
+           ("test_scale_gd.py",)),
+    Mutant("train.py", "torch loop: a NaN iterate from 0 / 0 not refused at its step",
+           "            if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0\n"
+           "                raise _overflow(caller, k, gamma, lr, loss, normalized)\n",
+           "",
+           ("test_scale_gd.py",)),
+    Mutant("_compiled.py", "exponential rescale: 0 / 0 lane takes a zero step instead of failing",
+           "            elif small > 0:                 # a zero gradient: no step",
+           "            elif True:                      # a zero gradient: no step",
+           ("test_scale_gd.py",)),
 ]
 
 
