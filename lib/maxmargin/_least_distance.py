@@ -52,6 +52,29 @@ class IllConditionedError(ValueError):
     (the message gives the condition number of the active constraints), or the feasible set,
     if not empty, lies beyond L / FEASIBILITY_TOL (L = max_j h_j / ||g_j||); then ``distance``
     is that lower bound on the norm of any feasible point, in units of L (else None).
+
+    A subclass of ``ValueError``, raised by :func:`least_distance` and every SVM (``att_svm``,
+    ``set_svm``, ``v_svm``, ``w_svm``, ...).
+
+    Parameters
+    ----------
+    message : the explanation (the SVMs prefix it with the name of the data argument).
+    distance : the lower bound on ||p|| / L described above, or None (the default).
+
+    Attributes
+    ----------
+    distance : float or None, as given.
+
+    Examples
+    --------
+    Rows p_1 >= 1 and -p_1 + 1e-12 p_2 >= 1 need p_2 >= 2e12, while L = 1:
+
+    >>> G = np.array([[1.0, 0.0], [-1.0, 1e-12]])
+    >>> try:
+    ...     mm.least_distance(G, [1.0, 1.0])
+    ... except mm.IllConditionedError as error:
+    ...     print(f"{error.distance:.1e}", isinstance(error, ValueError))
+    2.0e+12 True
     """
 
     def __init__(self, message: str, distance: float | None = None):
@@ -79,19 +102,32 @@ def least_distance(G, h, *, feasibility_tol: float = FEASIBILITY_TOL) -> np.ndar
     ----------
     G : (m, d) constraint rows.
     h : (m,) right-hand sides.
-    feasibility_tol : relative to the data (not the SVMs' ``tol``, which says when a constraint
-        is tight): a polyhedron whose nearest point has
-        norm above L / tol, with L = max_j h_j / ||g_j|| the norm that the most demanding
-        constraint alone requires, is reported as empty (a Farkas vector proves it).
+    feasibility_tol : keyword-only, default FEASIBILITY_TOL = 1e-10, relative to the data (not
+        the SVMs' ``tol``, which says when a constraint is tight): a polyhedron whose nearest
+        point has norm above L / feasibility_tol, with L = max_j h_j / ||g_j|| the norm that the
+        most demanding constraint alone requires, is reported as empty (a Farkas vector proves
+        it).
 
     Returns
     -------
-    (d,) the solution (it passes the KKT certificate of the module docstring), or ``None`` when
-    the polyhedron is empty.
+    (d,) array or None : the solution (it passes the KKT certificate stated in the module docstring
+        of ``maxmargin._least_distance``), or ``None`` when the polyhedron is empty.
 
     Raises
     ------
-    IllConditionedError : no point passes the certificate, or emptiness cannot be decided.
+    ValueError : G is not 2-D, h is not (m,), a value is NaN or inf, ``feasibility_tol`` is not a
+        finite positive number, or the scale L or the solution leaves the range of float64.
+    TypeError : G or h is not a real numeric array (None included), or ``feasibility_tol`` is
+        not a number.
+    IllConditionedError : (a ValueError) no point passes the certificate, or emptiness cannot be
+        decided.
+
+    Examples
+    --------
+    >>> mm.least_distance([[1.0, 1.0]], [2.0])  # the point of p_1 + p_2 >= 2 nearest to 0
+    array([1., 1.])
+    >>> print(mm.least_distance([[1.0, 0.0], [-1.0, 0.0]], [1.0, 1.0]))  # p_1 >= 1 and <= -1
+    None
     """
     G = _checks.finite(_checks.as_float_array(G, "G"), "G")
     if G.ndim != 2:

@@ -19,7 +19,31 @@ from .heads import MLPHead
 
 @dataclass(frozen=True)
 class Instance:
-    """A data set for the prompt-attention model, with the paper's initializations."""
+    """A data set for the prompt-attention model, with the paper's initializations.
+
+    Attributes
+    ----------
+    name : a short label, e.g. "fig1a".
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    v : (d,) linear head.
+    W : (d, d) key-query matrix, or None for the identity.
+    p0 : (k, d) the initial prompts the paper's figure starts from.
+    v0 : (d,) initial head for joint training, or None (the default).
+    notes : a one-line description (default "").
+    extra : a dict of further data (default empty).
+    shape : (property) (n, T, d).
+    scores : (property) (n, T) token scores gamma_it = Y_i v^T x_it.
+    optimal : (property) (n,) index of the highest-score token of each sequence.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig1(variant="a")
+    >>> inst.name, inst.shape, inst.p0.shape
+    ('fig1a', (1, 3, 3), (6, 3))
+    >>> inst.optimal
+    array([0])
+    """
 
     name: str
     X: np.ndarray
@@ -56,6 +80,29 @@ def fig1(*, variant: str = "a") -> Instance:
 
     ``variant="a"`` (global convergence): scores (1, 0.9, 0.9), the non-optimal scores are equal.
     ``variant="b"`` (local convergence): scores (1, 0.9, 0), so token 1 is locally optimal too.
+    W = diag(1, 1, 0) and v = (0, 0, 1); the attended keys of tokens 0, 1, 2 (x1, x2, x3 in the
+    paper's figure) are (-0.1, 1), (1, 0) and (0, 0). ``p0`` holds the six starts (0, y, 0) for
+    y = 1, 0.5, 0, -0.5, -1, -1.5.
+
+    Parameters
+    ----------
+    variant : keyword-only, "a" (the default) or "b"; "global" and "local" are accepted as
+        synonyms.
+
+    Returns
+    -------
+    Instance : named "fig1a" or "fig1b", n = 1, T = 3, d = 3.
+
+    Raises
+    ------
+    ValueError : ``variant`` is not one of these names.
+
+    Examples
+    --------
+    >>> mm.data.fig1(variant="a").scores
+    array([[1. , 0.9, 0.9]])
+    >>> mm.data.fig1(variant="b").scores
+    array([[1. , 0.9, 0. ]])
     """
     third = {"a": 0.9, "b": 0.0, "global": 0.9, "local": 0.0}
     if variant not in third:
@@ -72,6 +119,19 @@ def fig2() -> Instance:
 
     Token 0 of each sequence is optimal (score 1); the six others all score 0.5 (equal
     non-optimal scores), so the global-convergence condition holds.
+
+    Returns
+    -------
+    Instance : named "fig2", n = 3, T = 7, d = 3, W = diag(1, 1, 0), v = (0, 0, 1), and the six
+        starts (x, 0, 0) for x = 1, 0.5, 0, -0.5, -1, -1.5 in ``p0``.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig2()
+    >>> inst.shape, inst.optimal
+    ((3, 7, 3), array([0, 0, 0]))
+    >>> np.unique(inst.scores)
+    array([0.5, 1. ])
     """
     import torch
 
@@ -92,6 +152,27 @@ def fig1_moved(*, x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
 
     x3_score : gamma of x3 (0 in Fig. 1b, 0.9 in Fig. 1a); x2 : (2,) x2's first two coordinates.
     Returns an Instance with n=1, T=3, d=3, W = diag(1, 1, 0), and Fig. 1's starts.
+
+    Parameters
+    ----------
+    x3_score : keyword-only, the score of token x3 (the last token), default 0.0.
+    x2 : keyword-only, (2,) the attended coordinates of token x2 (the middle token), default
+        (1, 0).
+
+    Returns
+    -------
+    Instance : named "fig1-moved".
+
+    Raises
+    ------
+    ValueError : ``x3_score`` is NaN or inf, or ``x2`` is not a finite (2,) vector.
+    TypeError : ``x2`` is None or not numeric.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig1_moved(x3_score=0.5, x2=(1.0, -0.5))
+    >>> inst.scores, inst.X[0, 1, :2]
+    (array([[1. , 0.9, 0.5]]), array([ 1. , -0.5]))
     """
     x3_score = float(_checks.finite(np.asarray(x3_score, dtype=float), "x3_score"))
     x2 = _checks.vector(x2, 2, "x2")
@@ -107,6 +188,27 @@ def fig3(*, variant: str = "tight") -> Instance:
 
     ``"tight"``: every sequence is a support vector of the v-SVM. ``"relaxed"``: the third
     sequence's selected token moves to (0.5, 1.5), off the v-SVM margin. Starts v0=(-1, 0), p0=(0, -1).
+
+    Token 0 is the origin in every sequence; the selected tokens are (1, 1), (1, -1) and
+    (0.5, 1) (tight) or (0.5, 1.5) (relaxed), with labels Y = (1, -1, 1).
+
+    Parameters
+    ----------
+    variant : keyword-only, "tight" (the default) or "relaxed".
+
+    Returns
+    -------
+    Instance : named "fig3-tight" or "fig3-relaxed", with ``v0`` set and ``W`` None.
+
+    Raises
+    ------
+    ValueError : ``variant`` is neither "tight" nor "relaxed".
+
+    Examples
+    --------
+    >>> inst = mm.data.fig3(variant="relaxed")
+    >>> mm.v_svm(inst.X[:, 1], inst.Y).support  # the third sequence is off the margin
+    array([ True,  True, False])
     """
     third = {"tight": 1.0, "relaxed": 1.5}
     if variant not in third:
@@ -124,6 +226,25 @@ def fig3_moved(c: float) -> Instance:
     c = 1 is the paper's "tight" panel (a), c = 1.5 the "relaxed" panel (b). For c > 1 the third
     sequence has v-margin c > 1 under v = (0, 1) and leaves the v-SVM support set.
     Returns an Instance with n=3, T=2, d=2, W = identity, starts v0=(-1, 0), p0=(0, -1).
+
+    Parameters
+    ----------
+    c : the second coordinate of the third sequence's selected token, > 0.
+
+    Returns
+    -------
+    Instance : named "fig3-c<c>".
+
+    Raises
+    ------
+    ValueError : ``c`` is not a finite positive number.
+    TypeError : ``c`` is not a number.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig3_moved(2.0)
+    >>> inst.name, np.round(mm.v_svm(inst.X[:, 1], inst.Y).margins, 4)  # v^mm = (0, 1)
+    ('fig3-c2', array([1., 1., 2.]))
     """
     c = _checks.positive_float(c, "c")
     base = fig3(variant="tight")
@@ -136,6 +257,29 @@ def fig4(C: float) -> Instance:
     """Figure 4 (loss-function effect): n=2, T=2, d=3, token 1 optimal with scores (C, 1).
 
     Sequence 1 is (0,0,0), (1,1,C); sequence 2 is (0,0,0), (1,-1,1); p starts at 0.
+    W = diag(1, 1, 0) and v = (0, 0, 1); the max-margin direction is (1, 0, 0) for every C.
+
+    Parameters
+    ----------
+    C : the score of sequence 1's optimal token, > 0.
+
+    Returns
+    -------
+    Instance : named "fig4-C<C>", with ``p0`` = [(0, 0, 0)].
+
+    Raises
+    ------
+    ValueError : ``C`` is not a finite positive number.
+    TypeError : ``C`` is not a number.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig4(3.0)
+    >>> inst.scores
+    array([[0., 3.],
+           [0., 1.]])
+    >>> bool(np.allclose(mm.att_svm(inst.X, inst.optimal, W=inst.W).p, [1.0, 0.0, 0.0]))
+    True
     """
     C = _checks.positive_float(C, "C")
     X = np.array([[[0.0, 0.0, 0.0], [1.0, 1.0, C]], [[0.0, 0.0, 0.0], [1.0, -1.0, 1.0]]])
@@ -151,6 +295,20 @@ def trap_counterexample() -> Instance:
     scores are trivially equal and the ATT-SVM of the optimal tokens is p_mm = (1, 1, 0), yet plain
     GD from p0 = (4, 0, 0) keeps sequence 0 on its non-optimal token for ever (a trap set {0}).
     ``p0`` holds the starts (0, 0, 0) and (4, 0, 0).
+
+    Returns
+    -------
+    Instance : named "trap-counterexample"; the optimal token is 0 in both sequences.
+
+    Examples
+    --------
+    p_mm solves p_1 >= 1 and -2 p_1 + 3 p_2 >= 1, whose shortest solution is (1, 1):
+
+    >>> inst = mm.data.trap_counterexample()
+    >>> bool(np.allclose(mm.att_svm(inst.X, inst.optimal, W=inst.W).p, [1.0, 1.0, 0.0]))
+    True
+    >>> mm.gd(inst.X, inst.Y, inst.v, inst.p0, 500, 1.0, W=inst.W).selected_tokens()[1]
+    array([1, 0])
     """
     X = np.array([[[-2.0, 3.0, 1.0], [0.0, 0.0, 0.0]],
                   [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]])
@@ -161,7 +319,23 @@ def trap_counterexample() -> Instance:
 
 @dataclass(frozen=True)
 class HeadInstance:
-    """A data set for a nonlinear head: ``X`` (n, T, d), ``Y`` (n,), ``W`` (d, d), ``head``."""
+    """A data set for a nonlinear head: ``X`` (n, T, d), ``Y`` (n,), ``W`` (d, d), ``head``.
+
+    Attributes
+    ----------
+    name : a short label, e.g. "mixing-beta2".
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    W : (d, d) key-query matrix.
+    head : the :class:`~maxmargin.heads.MLPHead` psi, in place of a linear head v.
+    notes : a one-line description (default "").
+
+    Examples
+    --------
+    >>> inst = mm.data.mixing_example()
+    >>> inst.name, inst.X.shape, inst.head.dim
+    ('mixing-beta2', (2, 4, 4), 4)
+    """
 
     name: str
     X: np.ndarray
@@ -180,6 +354,30 @@ def mixing_example(*, beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
     two tanh units. For small ``beta`` it is nearly linear and token 0 alone is best; once
     beta > arccosh(sqrt(a_1 / a_2)) mixing tokens 0 and 1 gives a larger output. In both
     sequences k_0 - k_1 = (0, 1), so one prompt can set both in-set mixtures at once.
+
+    Parameters
+    ----------
+    beta : keyword-only, the gain of the tanh units, > 0 (default 2.0).
+    a : keyword-only, (2,) the output weights (a_1, a_2) (default (1.0, 0.6)).
+
+    Returns
+    -------
+    HeadInstance : named "mixing-beta<beta>", Y = (1, 1).
+
+    Raises
+    ------
+    ValueError : ``beta`` is not a finite positive number, or ``a`` is not a finite (2,) vector.
+    TypeError : ``beta`` is not a number, or ``a`` is None or not numeric.
+
+    Examples
+    --------
+    With a = (1, 0.6) the threshold is arccosh(sqrt(1 / 0.6)) = 0.75:
+
+    >>> inst = mm.data.mixing_example(beta=2.0)
+    >>> round(float(inst.head.value([0.0, 0.0, 1.0, 0.0])), 4)  # token 0 alone: tanh(2)
+    0.964
+    >>> round(float(inst.head.value([0.0, 0.0, 0.5, 0.5])), 4)  # an even mix: 1.6 tanh(1)
+    1.2186
     """
     beta = _checks.positive_float(beta, "beta")
     a = _checks.vector(a, 2, "a")
@@ -204,6 +402,35 @@ def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = F
     token is moved along a random unit direction until it out-ranks the others by that margin, so the
     ATT-SVM of the optimal tokens is feasible. ``seed`` is an integer >= 0, ``spread`` > 0 and
     ``margin`` >= 0 (0 allows ties).
+
+    The other tokens' scores are drawn uniformly in [0, 0.9); Y = 1 and ``p0`` = [0].
+
+    Parameters
+    ----------
+    n, T, d : the shape, integers n >= 1, T >= 2, d >= 2.
+    seed : integer >= 0, the seed of ``numpy.random.default_rng``.
+    equal_scores : keyword-only, bool (default False).
+    margin : keyword-only, a number >= 0, or None for no planted margin (default 0.5).
+    spread : keyword-only, the scale of the Gaussian keys, > 0 (default 1.0).
+
+    Returns
+    -------
+    Instance : named "random-n<n>-T<T>-d<d>-seed<seed>".
+
+    Raises
+    ------
+    ValueError : n < 1, T < 2, d < 2, seed < 0, margin < 0 or not finite, spread not a finite
+        positive number, or tokens above 2 GiB (naming n).
+    TypeError : n, T, d or seed not an integer (a bool included), ``equal_scores`` not a bool,
+        or margin or spread not a number.
+
+    Examples
+    --------
+    >>> inst = mm.data.random_instance(4, 3, 3, seed=0)
+    >>> inst.shape, inst.optimal
+    ((4, 3, 3), array([0, 0, 0, 0]))
+    >>> mm.is_feasible(inst.X, inst.optimal, W=inst.W)  # the planted margin 0.5
+    True
     """
     n = _checks.positive_int(n, "n")
     T = _checks.positive_int(T, "T", minimum=2)
@@ -233,6 +460,28 @@ def gaussian_instance(n: int, T: int, d: int, seed: int) -> Instance:
     """A seeded fully Gaussian instance: tokens, v ~ N(0, I), random labels, W = identity.
 
     No structure is planted, so several token selections may be feasible and locally optimal.
+
+    Parameters
+    ----------
+    n, T, d : the shape, integers n >= 1, T >= 2, d >= 1.
+    seed : integer >= 0, the seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    Instance : named "gaussian-n<n>-T<T>-d<d>-seed<seed>", W None, ``p0`` = [0].
+
+    Raises
+    ------
+    ValueError : n < 1, T < 2, d < 1, seed < 0, or tokens above 2 GiB (naming n).
+    TypeError : n, T, d or seed is not an integer (a bool included).
+
+    Examples
+    --------
+    >>> inst = mm.data.gaussian_instance(3, 4, 2, seed=1)
+    >>> inst.shape, inst.W is None
+    ((3, 4, 2), True)
+    >>> bool(np.array_equal(inst.X, mm.data.gaussian_instance(3, 4, 2, seed=1).X))  # seeded
+    True
     """
     n = _checks.positive_int(n, "n")
     T = _checks.positive_int(T, "T", minimum=2)

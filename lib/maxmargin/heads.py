@@ -25,11 +25,32 @@ from .svm import SetSVMResult, _set_svm
 class MLPHead:
     """A fixed one-hidden-layer head psi(z) = a^T tanh(B z + b).
 
+    Built directly (all three arrays required, validated on construction) or by :func:`mlp_head`
+    (``b`` defaults to zeros there).
+
     Attributes
     ----------
     a : (m,) output weights.
     B : (m, d) hidden weights.
     b : (m,) hidden biases.
+    dim : (property) d, the size of the input z.
+
+    Methods ``value(z)``, psi(z) of shape (...) for z (..., d), and ``grad(z)``,
+    grad psi(z) = B^T (a * (1 - tanh^2(B z + b))) of shape (..., d).
+
+    Raises
+    ------
+    ValueError : B is not (m, d) with m, d >= 1, a or b is not (m,), or a value is NaN or inf
+        (naming a, B or b).
+    TypeError : a, B or b is not a real numeric array (None included).
+
+    Examples
+    --------
+    >>> head = mm.MLPHead(np.array([1.0]), np.array([[1.0, 0.0]]), np.zeros(1))  # tanh(z_1)
+    >>> head.dim, round(float(head.value([0.5, 0.0])), 4)
+    (2, 0.4621)
+    >>> head.grad([0.0, 0.0])  # (1 - tanh^2(0)) (1, 0)
+    array([1., 0.])
     """
 
     a: np.ndarray
@@ -62,7 +83,32 @@ class MLPHead:
 
 
 def mlp_head(a, B, *, b=None) -> MLPHead:
-    """An :class:`MLPHead` psi(z) = a^T tanh(B z + b); ``b`` defaults to zeros."""
+    """An :class:`MLPHead` psi(z) = a^T tanh(B z + b); ``b`` defaults to zeros.
+
+    Parameters
+    ----------
+    a : (m,) output weights.
+    B : (m, d) hidden weights.
+    b : keyword-only, (m,) hidden biases, or None (the default) for zeros.
+
+    Returns
+    -------
+    MLPHead : the head, validated.
+
+    Raises
+    ------
+    ValueError : B is not (m, d) with m, d >= 1, a or b is not (m,), or a value is NaN or inf
+        (naming a, B or b).
+    TypeError : a or b is not a real numeric array.
+
+    Examples
+    --------
+    >>> head = mm.mlp_head([1.0, 0.6], [[0.0, 2.0], [2.0, 0.0]])
+    >>> head.b
+    array([0., 0.])
+    >>> round(float(head.value([1.0, 0.0])), 4)  # tanh(0) + 0.6 tanh(2)
+    0.5784
+    """
     B = np.asarray(B, dtype=np.float64)
     return MLPHead(a, B, np.zeros(B.shape[0]) if b is None and B.ndim == 2 else b)
 
@@ -132,7 +178,35 @@ def _head_inputs(X, Y, head, p, W, loss, sets):
 
 
 def head_attention(X, p, *, W=None, sets=None) -> np.ndarray:
-    """Attention weights softmax(X_i W p), restricted to ``sets`` (n, T) if given; (..., n, T)."""
+    """Attention weights softmax(X_i W p), restricted to ``sets`` (n, T) if given; (..., n, T).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    p : (..., d) prompts; leading batch axes are kept in the output.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    sets : keyword-only, (n, T) bool, the tokens each sequence may attend to (at least one per
+        sequence), or None (the default) for all.
+
+    Returns
+    -------
+    (..., n, T) array : the weights, 0 outside the sets and summing to 1 over each sequence.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
+        W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
+        k_it^T p exceed float64 (naming p); the message names the argument.
+    TypeError : X, p or W is not a real numeric array, or ``sets`` is not boolean.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    >>> np.round(mm.head_attention(X, [0.0, 0.0]), 4)
+    array([[0.3333, 0.3333, 0.3333]])
+    >>> mm.head_attention(X, [0.0, 0.0], sets=np.array([[True, True, False]]))
+    array([[0.5, 0.5, 0. ]])
+    """
     prob = keyed(X, W)
     p = _checks.batched_vector(p, prob.shape[2], "p")
     sets = None if sets is None else _checks.token_sets(sets, *prob.shape[:2])
@@ -149,7 +223,39 @@ def _head_attention(K: np.ndarray, p: np.ndarray, sets) -> np.ndarray:
 
 
 def head_predict(X, head: MLPHead, p, *, W=None, sets=None) -> np.ndarray:
-    """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n)."""
+    """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    head : the :class:`MLPHead` psi, with input size d.
+    p : (..., d) prompts; leading batch axes are kept in the output.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    sets : keyword-only, (n, T) bool, restrict the softmax to each set O_i, or None (the
+        default).
+
+    Returns
+    -------
+    (..., n) array : psi of the attention output of each sequence.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
+        W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
+        k_it^T p exceed float64 (naming p); the message names the argument.
+        Also: the head's input size is not d.
+    TypeError : X, p or W is not a real numeric array, ``head`` is not an MLPHead, or ``sets`` is
+        not boolean.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> head = mm.mlp_head([1.0], [[1.0, 0.0]])  # psi(z) = tanh(z_1)
+    >>> np.round(mm.head_predict(X, head, [0.0, 0.0]), 4)  # z = (0.5, 0.5): tanh(0.5)
+    array([0.4621])
+    >>> np.round(mm.head_predict(X, head, [0.0, 0.0], sets=np.array([[True, False]])), 4)
+    array([0.7616])
+    """
     prob, head, p, sets = _head_call(X, head, p, W, sets)
     s = _head_attention(prob.keys, p, sets)
     return head.value(np.einsum("...nt,ntd->...nd", s, prob.X))
@@ -159,6 +265,40 @@ def head_risk(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", 
     """Risk (1/n) sum_i loss(Y_i psi(X_i^T softmax(X_i W p))), shape (...).
 
     With ``sets`` (n, T) bool the softmax runs over each set O_i only (the restricted risk).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    head : the :class:`MLPHead` psi, with input size d.
+    p : (..., d) prompts; the output has their batch shape (...).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    sets : keyword-only, (n, T) bool, restrict the softmax to each set O_i, or None (the
+        default).
+
+    Returns
+    -------
+    (...) array : the risk at each prompt.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
+        W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
+        k_it^T p exceed float64 (naming p); the message names the argument.
+        Also: Y is not (n,) or has a label other than -1 and +1, the
+        head's input size is not d, or the loss name is unknown.
+    TypeError : an array is not real and numeric, ``head`` is not an MLPHead, ``sets`` is not
+        boolean, or ``loss`` is neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> head = mm.mlp_head([1.0], [[1.0, 0.0]])  # psi(z) = tanh(z_1); at p = 0, f = tanh(0.5)
+    >>> round(float(mm.head_risk(X, [1.0], head, [0.0, 0.0], loss="correlation")), 4)
+    -0.4621
+    >>> round(float(mm.head_risk(X, [1.0], head, [0.0, 0.0])), 4)  # log(1 + exp(-tanh(0.5)))
+    0.4885
     """
     X, Y, K, head, p, loss, sets = _head_inputs(X, Y, head, p, W, loss, sets)
     P = p.reshape(-1, X.shape[2])
@@ -170,6 +310,41 @@ def head_risk_grad(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logist
 
     grad_p L = (1/n) sum_i l'_i Y_i sum_t s_it (x_it - z_i)^T grad psi(z_i) W^T x_it,
     with z_i = X_i^T s_i.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    head : the :class:`MLPHead` psi, with input size d.
+    p : (..., d) prompts; the output has shape (..., d).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    sets : keyword-only, (n, T) bool, restrict the softmax to each set O_i, or None (the
+        default).
+
+    Returns
+    -------
+    (..., d) array : the gradient at each prompt.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
+        W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
+        k_it^T p exceed float64 (naming p); the message names the argument.
+        Also: Y is not (n,) or has a label other than -1 and +1, the
+        head's input size is not d, or the loss name is unknown.
+    TypeError : an array is not real and numeric, ``head`` is not an MLPHead, ``sets`` is not
+        boolean, or ``loss`` is neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    At p = 0, z = (0.5, 0.5) and grad psi(z) = (1 - tanh^2(0.5), 0) = (0.7864, 0); with the
+    correlation loss (l' = -1) the gradient is -(1/2) (0.3932, -0.3932):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> head = mm.mlp_head([1.0], [[1.0, 0.0]])
+    >>> np.round(mm.head_risk_grad(X, [1.0], head, [0.0, 0.0], loss="correlation"), 4)
+    array([-0.1966,  0.1966])
     """
     X, Y, K, head, p, loss, sets = _head_inputs(X, Y, head, p, W, loss, sets)
     P = p.reshape(-1, X.shape[2])
@@ -182,9 +357,17 @@ class OptimalSets:
 
     Attributes
     ----------
-    weights : (n, T) the minimiser s_i* of loss(Y_i psi(X_i^T s)) over the simplex.
-    sets : (n, T) bool, the optimal sets O_i = {t : s_it* > threshold}.
+    weights : (n, T) the minimiser ``s_i*`` of loss(Y_i psi(X_i^T s)) over the simplex.
+    sets : (n, T) bool, the optimal sets O_i = {t : ``s_it*`` > threshold}.
     losses : (n,) the minimal per-sequence loss.
+    sizes : (property) (n,) the number of tokens in each optimal set.
+
+    Examples
+    --------
+    >>> inst = mm.data.mixing_example(beta=2.0)
+    >>> found = mm.optimal_sets(inst.X, inst.Y, inst.head)
+    >>> found.sizes, np.round(found.weights[0, :2], 4)
+    (array([2, 2]), array([0.5842, 0.4158]))
     """
 
     weights: np.ndarray
@@ -219,9 +402,44 @@ def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshol
 
     Multi-start SLSQP (every vertex, every edge midpoint and the centre of the simplex); the
     set O_i holds the tokens whose optimal weight exceeds ``threshold``. The work grows like
-    n T^5 (:func:`optimal_sets_work`); a call whose estimate exceeds ``max_work`` (default 2e8,
-    about 10 s: T = 14 for one sequence, T = 10 for seven) raises ``ValueError`` naming
-    ``max_work`` and the estimate.
+    n T^5 (``maxmargin.heads.optimal_sets_work``); a call whose estimate exceeds ``max_work``
+    (default 2e8, about 10 s: T = 14 for one sequence, T = 10 for seven) raises ``ValueError``
+    naming ``max_work`` and the estimate.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens (the head reads X_i^T s; W plays no part).
+    Y : (n,) labels in {-1, +1}.
+    head : the :class:`MLPHead` psi, with input size d.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    threshold : keyword-only, the weight above which a token is in its set (default 1e-3).
+    max_work : keyword-only, cap on the estimated work (default MAX_WORK = 2e8).
+
+    Returns
+    -------
+    OptimalSets : the optimal weights, sets and minimal losses.
+
+    Raises
+    ------
+    ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, Y is not (n,) or has a label other
+        than -1 and +1, a value is NaN or inf, the head's input size is not d, ``threshold`` or
+        ``max_work`` is not a finite positive number, the loss name is unknown, or the estimated
+        work exceeds ``max_work``.
+    TypeError : X or Y is not a real numeric array, ``head`` is not an MLPHead, ``threshold`` or
+        ``max_work`` is not a number, or ``loss`` is neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    psi = a_1 tanh(beta z_3) + a_2 tanh(beta z_4) with a = (1, 0.6): mixing tokens 0 and 1 pays
+    once beta > arccosh(sqrt(1 / 0.6)) = 0.75.
+
+    >>> inst = mm.data.mixing_example(beta=2.0)
+    >>> mm.optimal_sets(inst.X, inst.Y, inst.head).sets
+    array([[ True,  True, False, False],
+           [ True,  True, False, False]])
+    >>> inst = mm.data.mixing_example(beta=0.5)
+    >>> mm.optimal_sets(inst.X, inst.Y, inst.head).sizes
+    array([1, 1])
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
@@ -273,6 +491,40 @@ def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logisti
     of the in-set key differences k_it - k_itau (t, tau in O_i): that span is orthogonal to the
     set-SVM direction, and the restricted risk ignores every other component. Zero when every
     set is a single token.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    head : the :class:`MLPHead` psi, with input size d.
+    sets : (n, T) bool, the optimal set O_i of each sequence (at least one True).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (d,) array : p_fin.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X, Y, W, or sets not (n, T)), a label is not -1 or +1, a value
+        is NaN or inf, a set is empty, the head's input size is not d, the loss name is unknown,
+        or the restricted risk has no finite minimiser in the span (naming sets: the mixture
+        inside some set wants a vertex).
+    TypeError : an array is not real and numeric, ``head`` is not an MLPHead, ``sets`` is not
+        boolean, or ``loss`` is neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    In the mixing example k_0 - k_1 = (0, 1, 0, 0) in both sequences, so p_fin = (0, c, 0, 0) sets
+    the in-set weights (sigmoid(c), 1 - sigmoid(c)) to the optimal (0.5842, 0.4158):
+    c = log(0.5842 / 0.4158) = 0.3399.
+
+    >>> inst = mm.data.mixing_example(beta=2.0)
+    >>> sets = np.array([[True, True, False, False]] * 2)
+    >>> p_fin = mm.set_offset(inst.X, inst.Y, inst.head, sets, W=inst.W)
+    >>> round(float(p_fin[1]), 4), bool(np.allclose(p_fin[[0, 2, 3]], 0.0))
+    (0.3399, True)
     """
     prob = keyed(X, W)
     n, T, d = prob.shape
@@ -306,7 +558,23 @@ def _set_offset(prob: Problem, Y: np.ndarray, head: MLPHead, sets: np.ndarray, l
 
 
 class SetDirection(NamedTuple):
-    """What :func:`set_direction` predicts: the path behaves like R svm.direction + offset."""
+    """What :func:`set_direction` predicts: the path behaves like R svm.direction + offset.
+
+    A named tuple ``(optimal, svm, offset)``.
+
+    Attributes
+    ----------
+    optimal : OptimalSets, the optimal sets of the head.
+    svm : SetSVMResult, the set-SVM of those sets, p^mm.
+    offset : (d,) the in-set offset p_fin.
+
+    Examples
+    --------
+    >>> inst = mm.data.mixing_example(beta=2.0)
+    >>> optimal, svm, offset = mm.set_direction(inst.X, inst.Y, inst.head, W=inst.W)
+    >>> optimal.sizes, round(svm.margin, 4)
+    (array([2, 2]), 0.4)
+    """
 
     optimal: OptimalSets   # the optimal sets of the head
     svm: SetSVMResult      # the set-SVM of those sets, p^mm
@@ -320,6 +588,36 @@ def set_direction(X, Y, head: MLPHead, *, W=None, loss: str | Loss = "logistic",
     Returns a :class:`SetDirection` (optimal, svm, offset), which unpacks as before: the path
     is predicted to behave like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps
     :func:`optimal_sets`.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    head : the :class:`MLPHead` psi, with input size d.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    threshold, max_work : keyword-only, as in :func:`optimal_sets` (defaults 1e-3 and 2e8).
+
+    Returns
+    -------
+    SetDirection : (optimal, svm, offset).
+
+    Raises
+    ------
+    ValueError : as in :func:`optimal_sets` and :func:`set_offset`; also when an optimal set holds
+        every token (naming the optimal sets), or the set-SVM of the sets is infeasible.
+    TypeError : as in :func:`optimal_sets`.
+    IllConditionedError : (a ValueError) as in :func:`set_svm`.
+
+    Examples
+    --------
+    With the sets {0, 1}, the in-set equality forces p_2 = 0 and sequence 1's token 3,
+    (k_0 - k_3)^T p = 0.4 p_1 >= 1, sets p^mm = (2.5, 0, 0, 0):
+
+    >>> inst = mm.data.mixing_example(beta=2.0)
+    >>> found = mm.set_direction(inst.X, inst.Y, inst.head, W=inst.W)
+    >>> bool(np.allclose(found.svm.p, [2.5, 0.0, 0.0, 0.0])), round(float(found.offset[1]), 4)
+    (True, 0.3399)
     """
     prob = keyed(X, W)
     n, T, d = prob.shape

@@ -30,6 +30,25 @@ class Loss:
     training loops (a test checks that the two backends agree). ``log_value`` and ``log_slope``
     (numpy) are log l(x) and log(-l'(x)), given by losses whose value or slope overflows float64
     at finite margins (None otherwise).
+
+    The built-in losses are ``LOGISTIC``, ``EXPONENTIAL`` and ``CORRELATION``, by name in
+    ``LOSSES``; every ``loss=`` argument takes a name or a ``Loss``.
+
+    Attributes
+    ----------
+    name : the name, e.g. "logistic".
+    formula : l(x) written with ``log``, ``exp`` and ``x`` only, e.g. "log(1 + exp(-x))".
+    value, derivative : numpy functions, l(x) and l'(x) elementwise.
+    torch_value, torch_derivative : the same on float64 tensors.
+    log_value, log_slope : numpy functions log l(x) and log(-l'(x)), or None (the default).
+
+    Examples
+    --------
+    >>> loss = mm.get_loss("logistic")
+    >>> round(float(loss.value(0.0)), 4), float(loss.derivative(0.0))  # log 2 and -1/2
+    (0.6931, -0.5)
+    >>> mm.EXPONENTIAL.formula, sorted(mm.LOSSES)
+    ('exp(-x)', ['correlation', 'exponential', 'logistic'])
     """
 
     name: str
@@ -72,11 +91,33 @@ CORRELATION = Loss(
     torch_derivative=lambda x: -torch.ones_like(x),
 )
 
+# The built-in losses by name (documented on chapters/appendix-api.md).
 LOSSES: dict[str, Loss] = {loss.name: loss for loss in (LOGISTIC, EXPONENTIAL, CORRELATION)}
 
 
 def get_loss(loss: str | Loss) -> Loss:
-    """Look a loss up by name ("logistic", "exponential", "correlation"), or pass a ``Loss`` through."""
+    """Look a loss up by name ("logistic", "exponential", "correlation"), or pass a ``Loss`` through.
+
+    Parameters
+    ----------
+    loss : a name from ``LOSSES`` or a ``Loss`` (returned as is).
+
+    Returns
+    -------
+    Loss : the loss.
+
+    Raises
+    ------
+    ValueError : ``loss`` is a string that names no loss.
+    TypeError : ``loss`` is neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    >>> mm.get_loss("logistic") is mm.LOGISTIC
+    True
+    >>> mm.get_loss(mm.EXPONENTIAL).name
+    'exponential'
+    """
     if isinstance(loss, Loss):
         return loss
     if not isinstance(loss, str):

@@ -27,6 +27,28 @@ def softmax(a, *, axis: int = -1) -> np.ndarray:
 
     A logit of -inf is a masked token (weight 0); NaN, +inf, or a slice masked entirely raise a
     ValueError naming ``a``.
+
+    Parameters
+    ----------
+    a : array of logits, any shape (a list or a torch tensor is converted).
+    axis : keyword-only, the axis to normalise along (default -1, the last).
+
+    Returns
+    -------
+    float64 array of the shape of ``a`` : non-negative weights summing to 1 along ``axis``.
+
+    Raises
+    ------
+    ValueError : ``a`` holds NaN or +inf, every entry of a slice along ``axis`` is -inf, or
+        ``axis`` is not an axis of ``a`` (a bool included).
+    TypeError : ``a`` is None, complex or not numeric.
+
+    Examples
+    --------
+    >>> np.round(mm.softmax([0.0, np.log(3.0)]), 4)  # weights 1 : 3
+    array([0.25, 0.75])
+    >>> mm.softmax([[0.0, -np.inf]])  # a masked token gets weight 0
+    array([[1., 0.]])
     """
     a = _checks.as_float_array(a, "a")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -a.ndim <= axis < a.ndim:
@@ -47,12 +69,65 @@ def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def keys(X, *, W=None) -> np.ndarray:
-    """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens."""
+    """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens.
+
+    The logit of token t is then x_it^T W p = k_it^T p.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+
+    Returns
+    -------
+    (n, T, d) array : the keys, row t of sequence i being x_it^T W.
+
+    Raises
+    ------
+    ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, W is not (d, d), a value is NaN
+        or inf, or a key exceeds float64 (naming W).
+    TypeError : X or W is not a real numeric array (X None included).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.keys(X, W=np.array([[0.0, 1.0], [1.0, 0.0]]))  # W swaps the coordinates
+    array([[[0., 1.],
+            [1., 0.]]])
+    >>> bool(np.array_equal(mm.keys(X), X))  # W = None: the tokens themselves
+    True
+    """
     return keyed(X, W).keys
 
 
 def logits(X, p, *, W=None) -> np.ndarray:
-    """Attention logits x_it^T W p, shape (..., n, T)."""
+    """Attention logits x_it^T W p, shape (..., n, T).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    p : (..., d) prompts; leading batch axes are kept in the output.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+
+    Returns
+    -------
+    (..., n, T) array : the logits k_it^T p.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
+        W not (d, d)), a value is NaN or inf, or the logits exceed float64 (naming p: attention,
+        risk and gradients stay finite there, the logits themselves cannot be represented).
+    TypeError : X, p or W is not a real numeric array.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.logits(X, [2.0, 0.0])
+    array([[2., 0.]])
+    >>> mm.logits(X, np.ones((3, 2))).shape  # a batch of 3 prompts
+    (3, 1, 2)
+    """
     K = keyed(X, W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
     out = _kernels.unbatch(_kernels.logits(_kernels.tensor(K), _kernels.batch(p)), p.shape[:-1])
@@ -65,21 +140,103 @@ def logits(X, p, *, W=None) -> np.ndarray:
 
 
 def attention(X, p, *, W=None) -> np.ndarray:
-    """Attention weights s_i = softmax(X_i W p), shape (..., n, T)."""
+    """Attention weights s_i = softmax(X_i W p), shape (..., n, T).
+
+    Finite for every finite input, huge prompts included (the logits are rescaled by powers of two
+    where they would overflow).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    p : (..., d) prompts; leading batch axes are kept in the output.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+
+    Returns
+    -------
+    (..., n, T) array : the weights of each sequence, summing to 1 over its T tokens.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
+        W not (d, d)) or a value is NaN or inf; the message names the argument.
+    TypeError : X, p or W is not a real numeric array.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> np.round(mm.attention(X, [np.log(3.0), 0.0]), 4)  # logits (log 3, 0): weights 3 : 1
+    array([[0.75, 0.25]])
+    >>> np.round(mm.attention(X, np.ones((4, 2))).sum(axis=-1), 4)  # 4 prompts, each sums to 1
+    array([[1.],
+           [1.],
+           [1.],
+           [1.]])
+    """
     K = keyed(X, W).keys
     p = _checks.batched_vector(p, K.shape[2], "p")
     return _kernels.unbatch(_attention(K, p.reshape(-1, K.shape[2])), p.shape[:-1])
 
 
 def scores(X, Y, v) -> np.ndarray:
-    """Token scores gamma_it = Y_i v^T x_it, shape (n, T); (..., n, T) for batched v (..., d)."""
+    """Token scores gamma_it = Y_i v^T x_it, shape (n, T); (..., n, T) for batched v (..., d).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    v : (d,) linear head, or (..., d) for a batch of heads.
+
+    Returns
+    -------
+    (n, T) array, or (..., n, T) for batched v : the scores.
+
+    Raises
+    ------
+    ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, Y is not (n,) or has a label other
+        than -1 and +1, v is not (..., d), a value is NaN or inf, or a score exceeds float64
+        (naming v).
+    TypeError : X, Y or v is not a real numeric array (None included).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.scores(X, [1.0], [1.0, 0.5])
+    array([[1. , 0.5]])
+    >>> mm.scores(X, [-1.0], [1.0, 0.5])  # the label flips the sign
+    array([[-1. , -0.5]])
+    """
     prob = keyed(X)
     Y = _checks.labels(Y, prob.shape[0])
     return _scores(prob.X, Y, _checks.batched_vector(v, prob.shape[2], "v"))
 
 
 def predict(X, v, p, *, W=None) -> np.ndarray:
-    """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n)."""
+    """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    v : (d,) linear head.
+    p : (..., d) prompts; leading batch axes are kept in the output.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+
+    Returns
+    -------
+    (..., n) array : the output of each sequence.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, v not (d,), p not
+        (..., d), W not (d, d)), a value is NaN or inf, or v^T x_it exceeds float64 (naming v).
+    TypeError : X, v, p or W is not a real numeric array (None included).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> f = mm.predict(X, [1.0, 0.5], [np.log(3.0), 0.0])  # 0.75 * 1 + 0.25 * 0.5
+    >>> np.round(f, 4)
+    array([0.875])
+    """
     prob = keyed(X, W)
     d = prob.shape[2]
     values = _scores(prob.X, np.ones(prob.shape[0]), _checks.vector(v, d, "v"))  # v^T x_it
@@ -93,6 +250,36 @@ def risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
 
     Finite whenever the risk is representable in float64 (huge prompts included); a risk beyond
     float64 (e.g. the exponential loss at margins below -710) raises a ValueError naming ``v``.
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    p : (..., d) prompts; the output has their batch shape (...).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (...) array : the risk at each prompt (a 0-d array for p of shape (d,)).
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
+        v not (d,), W not (d, d),
+        p not (..., d)), a label is not -1 or +1, or a value is NaN or inf; the
+        message names the argument.
+        The risk beyond float64 names v; an unknown loss name names loss.
+    TypeError : an argument is None (W excepted), complex or not numeric, or ``loss`` is neither a
+        string nor a ``Loss``.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])  # scores (1, 0.5) under v = (1, 0.5)
+    >>> round(float(mm.risk(X, [1.0], [1.0, 0.5], [0.0, 0.0])), 4)  # log(1 + exp(-0.75))
+    0.3869
+    >>> p = [np.log(3.0), 0.0]  # attention (0.75, 0.25), f = 0.875
+    >>> round(float(mm.risk(X, [1.0], [1.0, 0.5], p, loss="correlation")), 4)
+    -0.875
     """
     prob, P, lead = _prepare(X, Y, v, p, W)
     return _risk(prob, P, get_loss(loss)).reshape(lead)
@@ -102,13 +289,78 @@ def risk_grad(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarra
     """Gradient of the risk in p, shape (..., d).
 
     grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i.
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    p : (..., d) prompts; the output has shape (..., d).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (..., d) array : the gradient at each prompt.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
+        v not (d,), W not (d, d),
+        p not (..., d)), a label is not -1 or +1, or a value is NaN or inf; the
+        message names the argument.
+        A gradient (or the loss's slope) beyond float64 names v; an
+        unknown loss name names loss.
+    TypeError : an argument is None (W excepted), complex or not numeric, or ``loss`` is neither a
+        string nor a ``Loss``.
+
+    Examples
+    --------
+    At p = 0 the attention is (1/2, 1/2) and (diag(s) - s s^T) gamma = (0.125, -0.125); with the
+    correlation loss (l' = -1) the gradient is its negative, so descent raises the logit of the
+    higher-score token 0:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.risk_grad(X, [1.0], [1.0, 0.5], [0.0, 0.0], loss="correlation")
+    array([-0.125,  0.125])
+    >>> np.round(mm.risk_grad(X, [1.0], [1.0, 0.5], [0.0, 0.0]), 4)  # l'(0.75) = -0.3208
+    array([-0.0401,  0.0401])
     """
     prob, P, lead = _prepare(X, Y, v, p, W)
     return _risk_grad(prob, P, get_loss(loss)).reshape(lead + (P.shape[1],))
 
 
 def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i."""
+    """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i.
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    p : (..., d) prompts; the output has shape (..., d).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (..., d) array : the gradient in v at each prompt.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
+        v not (d,), W not (d, d),
+        p not (..., d)), a label is not -1 or +1, or a value is NaN or inf; the
+        message names the argument.
+        A gradient (or the loss's slope) beyond float64 names v; an
+        unknown loss name names loss.
+    TypeError : an argument is None (W excepted), complex or not numeric, or ``loss`` is neither a
+        string nor a ``Loss``.
+
+    Examples
+    --------
+    With the correlation loss (l' = -1) the gradient is -Y X^T s, minus the attended token mix:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.risk_grad_v(X, [1.0], [1.0, 0.5], [0.0, 0.0], loss="correlation")
+    array([-0.5, -0.5])
+    """
     prob, P, lead = _prepare(X, Y, v, p, W)
     loss = get_loss(loss)
     s, margin, _, scaled, log_factor = _forward(prob, P, loss)
@@ -146,6 +398,30 @@ def self_attention_logits(X, W, queries) -> np.ndarray:
     """Logits x_it^T W z_i with one query z_i per sequence, shape (..., n, T).
 
     ``W`` is (..., d, d); ``queries`` is (n, d), or (d,) for one shared query (the prompt p).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    W : (..., d, d) key-query matrices; leading batch axes are kept in the output.
+    queries : (n, d) the query z_i of each sequence, or (d,) one query shared by all.
+
+    Returns
+    -------
+    (..., n, T) array : the logits.
+
+    Raises
+    ------
+    ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, W is not (..., d, d), queries is
+        neither (n, d) nor (d,), a value is NaN or inf, or the logits exceed float64 (naming W).
+    TypeError : X, W or queries is not a real numeric array (None included).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.self_attention_logits(X, np.eye(2), [2.0, 0.0])  # one query p: the logits X W p
+    array([[2., 0.]])
+    >>> mm.self_attention_logits(X, np.eye(2), [[0.0, 3.0]])  # one query per sequence
+    array([[0., 3.]])
     """
     X = _checks.tokens(X)
     n, _, d = X.shape
@@ -160,7 +436,40 @@ def self_attention_logits(X, W, queries) -> np.ndarray:
 
 
 def risk_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.ndarray:
-    """Risk as a function of the key-query matrix W (queries fixed), shape (...)."""
+    """Risk as a function of the key-query matrix W (queries fixed), shape (...).
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,) (a batch of heads (..., d)
+        broadcasts against the batch axes of W).
+    W : (..., d, d) key-query matrices; the output has their batch shape (...).
+    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (...) array : the risk at each W (a 0-d array for W of shape (d, d)).
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (..., d), W not (..., d, d), queries neither (n, d) nor (d,)), a label is not -1 or +1, a
+        value is NaN or inf, a score or the risk exceeds float64 (naming v), or the loss name
+        is unknown.
+    TypeError : an argument is None, complex or not numeric, or ``loss`` is neither a string nor
+        a ``Loss``.
+
+    Examples
+    --------
+    With one shared query p the model is the prompt model at W p: here W = I, so the risk is
+    ``mm.risk`` at p.
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> p = np.array([1.0, 0.0])
+    >>> r = mm.risk_W(X, [1.0], [1.0, 0.5], np.eye(2), p)
+    >>> bool(np.isclose(r, mm.risk(X, [1.0], [1.0, 0.5], p)))
+    True
+    """
     X = _checks.tokens(X)
     n, _, d = X.shape
     gamma = _scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
@@ -174,12 +483,43 @@ def risk_grad_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.nda
 
     c_it is the gradient in the logits. With one shared query p the gradient is rank one,
     g p^T, where g is the gradient in u = W p.
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    W : (..., d, d) key-query matrices; the output has shape (..., d, d).
+    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (..., d, d) array : the gradient at each W.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v's
+        last axis not d, W not (..., d, d), queries neither (n, d) nor (d,)), a label is not -1
+        or +1, a value is NaN or inf, a score or the gradient exceeds float64 (naming v), or the
+        loss name is unknown.
+    TypeError : an argument is None, complex or not numeric, or ``loss`` is neither a string nor
+        a ``Loss``.
+
+    Examples
+    --------
+    With W = I and one query p, g is ``mm.risk_grad`` at u = p:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> p = np.array([1.0, 0.0])
+    >>> G = mm.risk_grad_W(X, [1.0], [1.0, 0.5], np.eye(2), p)
+    >>> bool(np.allclose(G, np.outer(mm.risk_grad(X, [1.0], [1.0, 0.5], p), p)))
+    True
     """
     X = _checks.tokens(X)
     n, T, d = X.shape
     W = _checks.batched_key_matrix(W, d)
     lead = W.shape[:-2]
-    gamma = _scores(X, _checks.labels(Y, n), _checks.batched_vector(v, d, "v"))
+    # one head: the batch axes are W's (a batch of heads crashed inside torch's einsum)
+    gamma = _scores(X, _checks.labels(Y, n), _checks.vector(v, d, "v"))
     Z = _checks.queries(queries, n, d)
     loss = get_loss(loss)
     s = _self_attention(X, W, Z).reshape((-1, n, T))
@@ -200,6 +540,33 @@ def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
     strictly first; unique optimal tokens, strictly decreasing continuous loss), and then it is
     approached only as ||p|| -> inf and reached by no finite p. Otherwise the infimum is strictly
     larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    float : L*.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
+        v not (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the
+        message names the argument.
+        A score or L* beyond float64 names v; an unknown loss name names
+        loss.
+    TypeError : X, Y or v is None, complex or not numeric, or ``loss`` is neither a string nor a
+        ``Loss``.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])  # highest score 1 under v = (1, 0.5)
+    >>> round(mm.optimal_risk(X, [1.0], [1.0, 0.5]), 4)  # log(1 + exp(-1))
+    0.3133
+    >>> mm.optimal_risk(X, [1.0], [1.0, 0.5], loss="correlation")
+    -1.0
     """
     return _optimal_risk(problem(X, Y, v).scores, get_loss(loss))
 
@@ -215,7 +582,37 @@ def _optimal_risk(gamma: np.ndarray, loss: Loss) -> float:
 
 
 def excess_risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """Excess risk L(p) - L* (see :func:`optimal_risk`), shape (...) for p of shape (..., d)."""
+    """Excess risk L(p) - L* (see :func:`optimal_risk`), shape (...) for p of shape (..., d).
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    p : (..., d) prompts; the output has their batch shape (...).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+
+    Returns
+    -------
+    (...) array : L(p) - L* at each prompt, >= 0.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
+        v not (d,), W not (d, d),
+        p not (..., d)), a label is not -1 or +1, or a value is NaN or inf; the
+        message names the argument.
+        A risk beyond float64 names v; an unknown loss name names loss.
+    TypeError : an argument is None (W excepted), complex or not numeric, or ``loss`` is neither a
+        string nor a ``Loss``.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])  # scores (1, 0.5) under v = (1, 0.5)
+    >>> float(mm.excess_risk(X, [1.0], [1.0, 0.5], [0.0, 0.0], loss="correlation"))  # -0.75 + 1
+    0.25
+    >>> np.round(mm.excess_risk(X, [1.0], [1.0, 0.5], [[0.0, 0.0], [20.0, -20.0]]), 4)
+    array([0.0736, 0.    ])
+    """
     prob, P, lead = _prepare(X, Y, v, p, W)
     return _excess_risk(prob, P, get_loss(loss)).reshape(lead)
 

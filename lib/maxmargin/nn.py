@@ -18,6 +18,41 @@ class PromptAttention(nn.Module):
     """One-head prompt attention with a trainable prompt ``p`` (d,) and head ``v`` (d,).
 
     ``forward(X)`` takes X of shape (n, T, d) and returns f(X) of shape (n,). No 1/sqrt(d) scaling.
+
+    The key-query matrix is factored as W = W_k^T W_q (``key`` and ``query``, two ``nn.Linear``
+    maps without bias), started at W_k = W^T and W_q = I. ``attention(X)`` gives the (n, T)
+    weights; X may be a tensor or an array.
+
+    Parameters
+    ----------
+    d : the token dimension, an integer >= 1.
+    p : (d,) initial prompt, or None (the default) for zeros.
+    v : (d,) initial head, or None (the default) for zeros.
+    W : (d, d) initial key-query matrix, or None (the default) for the identity.
+    dtype : torch.float64 (the default) or torch.float32.
+
+    Attributes
+    ----------
+    p, v : ``nn.Parameter`` (d,), the prompt and the head.
+    key, query : ``nn.Linear`` (d, d), W_k and W_q.
+    W : (property) the (d, d) tensor W_k^T W_q.
+
+    Raises
+    ------
+    ValueError : d < 1, p or v not a finite (d,) vector, W not a finite (d, d) matrix, or, in
+        ``forward`` and ``attention``, X not of shape (n, T, d).
+    TypeError : d not an integer, ``dtype`` not one of the two, or an argument not numeric.
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer = mm.nn.PromptAttention(2, p=[np.log(3.0), 0.0], v=[1.0, 0.5])
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> np.round(layer.attention(torch.tensor(X)).detach().numpy(), 4)
+    array([[0.75, 0.25]])
+    >>> out = layer(torch.tensor(X)).detach()  # 0.75 * 1 + 0.25 * 0.5, as mm.predict
+    >>> round(float(out[0]), 4), round(float(mm.predict(X, [1.0, 0.5], [np.log(3.0), 0.0])[0]), 4)
+    (0.875, 0.875)
     """
 
     def __init__(self, d: int, p=None, v=None, W=None, dtype=torch.float64):
@@ -48,6 +83,8 @@ class PromptAttention(nn.Module):
         return torch.softmax(self.key(X) @ self.query(self.p), dim=-1)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
+        """The output f(X_i) = v^T X_i^T softmax(X_i W p) of each sequence, shape (n,), for X of
+        shape (n, T, d) (a tensor or an array); ValueError naming X for another shape."""
         X = self._tokens(X)
         return torch.einsum("nt,ntd,d->n", self.attention(X), X, self.v)
 
@@ -64,5 +101,29 @@ class PromptAttention(nn.Module):
 
 
 def logistic_risk(model: PromptAttention, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
-    """Mean logistic loss log(1 + exp(-Y f(X))) of the layer, as a scalar tensor."""
+    """Mean logistic loss log(1 + exp(-Y f(X))) of the layer, as a scalar tensor.
+
+    Parameters
+    ----------
+    model : the :class:`PromptAttention` layer.
+    X : (n, T, d) tokens, a tensor of the layer's dtype.
+    Y : (n,) labels in {-1, +1}, a tensor.
+
+    Returns
+    -------
+    0-d tensor : the risk, differentiable in the layer's parameters (the same value as
+        ``mm.risk`` with the logistic loss).
+
+    Examples
+    --------
+    >>> import torch
+    >>> layer = mm.nn.PromptAttention(2, p=[np.log(3.0), 0.0], v=[1.0, 0.5])
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> risk = mm.nn.logistic_risk(layer, torch.tensor(X), torch.tensor([1.0]))
+    >>> round(risk.item(), 4), round(float(mm.risk(X, [1.0], [1.0, 0.5], [np.log(3.0), 0.0])), 4)
+    (0.3484, 0.3484)
+    >>> risk.backward()
+    >>> layer.p.grad.shape
+    torch.Size([2])
+    """
     return nn.functional.softplus(-Y * model(X)).mean()

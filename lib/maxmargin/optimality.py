@@ -19,7 +19,29 @@ from .svm import SVMResult, _att_inputs, _att_svm, _is_feasible
 def optimal_indices(X, Y, v) -> np.ndarray:
     """(n,) index of the highest-score token of each sequence, opt_i = argmax_t gamma_it.
 
-    Raises ``ValueError`` if a sequence has two tokens tied for the highest score.
+    Raises ``ValueError`` if a sequence has two tokens tied for the highest score (scores within
+    1e-12 of each other).
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+
+    Returns
+    -------
+    (n,) int array : opt_i for each sequence.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument. Two tokens tied for the highest score name "X, Y, v" and the sequence.
+    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> mm.optimal_indices(X, [1.0], [1.0, 0.5]), mm.optimal_indices(X, [-1.0], [1.0, 0.5])
+    (array([0]), array([1]))
     """
     return _optimal_indices(problem(X, Y, v).scores)
 
@@ -36,14 +58,59 @@ def _optimal_indices(gamma: np.ndarray) -> np.ndarray:
 
 
 def support_tokens(X, alpha, *, W=None) -> np.ndarray:
-    """(n, T) bool mask of support tokens T_i(alpha): the tight constraints of ATT-SVM(alpha)."""
+    """(n, T) bool mask of support tokens T_i(alpha): the tight constraints of ATT-SVM(alpha).
+
+    The same as ``mm.att_svm(X, alpha, W=W).support`` (fast solver, default ``tol``).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    alpha : (n,) selected token of each sequence.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+
+    Returns
+    -------
+    (n, T) bool array : True at the support tokens; never at the selected token.
+
+    Raises
+    ------
+    ValueError : bad inputs (as in :func:`att_svm`), or ATT-SVM(alpha) is infeasible.
+    TypeError : X or W is not a real numeric array, or ``alpha`` does not hold integers.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    Selecting token 0 = (1, 0): tokens (0, 1) and (0, -1) bind p = (1, 0), the far token (-3, 0)
+    does not (its constraint value is 4):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, -1.0], [-3.0, 0.0]]])
+    >>> mm.support_tokens(X, [0])
+    array([[False,  True,  True, False]])
+    """
     K, alpha, relaxed = _att_inputs(X, alpha, W, None)
     return _att_svm(K, alpha, relaxed).support
 
 
 @dataclass(frozen=True)
 class Selection:
-    """One feasible selection with its ATT-SVM and the local-optimality verdict."""
+    """One feasible selection with its ATT-SVM and the local-optimality verdict.
+
+    Attributes
+    ----------
+    alpha : tuple of n ints, the selected token of each sequence.
+    svm : SVMResult, ATT-SVM(alpha).
+    locally_optimal : bool, every support token scores strictly below the selected token of its
+        sequence.
+    violations : tuple of (i, t) pairs, the support tokens t of sequence i that score at least as
+        high as the selected token (empty when locally optimal).
+
+    Examples
+    --------
+    >>> inst = mm.data.fig1(variant="a")  # token 2 ties token 1's score (0.9) and supports it
+    >>> sel = mm.check_selection(inst.X, inst.Y, inst.v, [1], W=inst.W)
+    >>> sel.alpha, sel.locally_optimal, sel.violations
+    ((1,), False, ((0, 2),))
+    """
 
     alpha: tuple[int, ...]
     svm: SVMResult
@@ -55,6 +122,36 @@ def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
     """Solve ATT-SVM(alpha) and test the local-optimality condition on its support tokens.
 
     Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible.
+
+    Parameters
+    ----------
+    X, Y, v, W : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,), (d, d) or None (W
+        keyword-only, default None: the identity).
+    alpha : (n,) selected token of each sequence.
+
+    Returns
+    -------
+    Selection : alpha, its ATT-SVM, the verdict and the violating support tokens.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument. Also: ``alpha`` is not one index in [0, T) per sequence, or ATT-SVM(alpha)
+        is infeasible.
+    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
+        or ``alpha`` does not hold integers.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    In Fig. 1b the scores are (1, 0.9, 0): selecting token 1 leaves token 2 (score 0) as its only
+    support token, so the selection is locally optimal.
+
+    >>> inst = mm.data.fig1(variant="b")
+    >>> sel = mm.check_selection(inst.X, inst.Y, inst.v, [1], W=inst.W)
+    >>> sel.locally_optimal, sel.svm.support
+    (True, array([[False, False,  True]]))
     """
     prob = problem(X, Y, v, W)
     return _check_selection(prob, _checks.indices(alpha, *prob.shape[:2]))
@@ -72,7 +169,37 @@ def _check_selection(prob: Problem, alpha: np.ndarray) -> Selection:
 
 
 def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
-    """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible)."""
+    """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible).
+
+    Parameters
+    ----------
+    X, Y, v, W : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,), (d, d) or None (W
+        keyword-only, default None: the identity).
+    alpha : (n,) selected token of each sequence.
+
+    Returns
+    -------
+    bool : the verdict of :func:`check_selection`, or False when ATT-SVM(alpha) is infeasible.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument. Also: ``alpha`` is not one index in [0, T) per sequence.
+    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
+        or ``alpha`` does not hold integers.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    Token 1 (score 0.9) is locally optimal in Fig. 1b, not in Fig. 1a, where token 2 ties it:
+
+    >>> a, b = mm.data.fig1(variant="a"), mm.data.fig1(variant="b")
+    >>> mm.is_locally_optimal(b.X, b.Y, b.v, [1], W=b.W)
+    True
+    >>> mm.is_locally_optimal(a.X, a.Y, a.v, [1], W=a.W)
+    False
+    """
     prob = problem(X, Y, v, W)
     alpha = _checks.indices(alpha, *prob.shape[:2])
     if not _is_feasible(prob.keys, alpha):
@@ -114,11 +241,36 @@ def feasible_selections(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> list[
 
     Parameters
     ----------
-    X : (n, T, d) tokens; Y : (n,) labels; v : (d,) head; W : (d, d) or None.
-    max_cost : refuse (``ValueError`` naming ``max_cost`` and the estimate) when the worst-case
-        cost :func:`enumeration_cost` exceeds it. The default, 5 000 units of 1 to 2 ms each
-        (measured: 3 100 units took 6 s on a loaded 2-core machine), bounds the work to at most
-        about 10 s; raise it to allow more.
+    X, Y, v, W : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,), (d, d) or None (W
+        keyword-only, default None: the identity).
+    max_cost : keyword-only, refuse (``ValueError`` naming ``max_cost`` and the estimate) when the
+        worst-case cost ``maxmargin.optimality.enumeration_cost`` exceeds it. The default, 5 000
+        units of 1 to 2 ms each (measured: 3 100 units took 6 s on a loaded 2-core machine),
+        bounds the work to at most about 10 s; raise it to allow more.
+
+    Returns
+    -------
+    list of Selection : one per feasible selection, in lexicographic order of alpha.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument. Also: the estimated cost exceeds ``max_cost``, or ``max_cost`` is not a
+        finite positive number.
+    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
+        or ``max_cost`` is not a number.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    In Fig. 1b every token is a vertex of the keys' triangle, so the three selections are
+    feasible; the two tokens with the highest scores are locally optimal:
+
+    >>> inst = mm.data.fig1(variant="b")
+    >>> found = mm.feasible_selections(inst.X, inst.Y, inst.v, W=inst.W)
+    >>> [(s.alpha, s.locally_optimal) for s in found]
+    [((0,), True), ((1,), True), ((2,), False)]
     """
     prob = problem(X, Y, v, W)
     return _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
@@ -161,6 +313,35 @@ def locally_optimal_indices(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> l
     """All locally-optimal selections of a small instance, as tuples of token indices.
 
     ``max_cost`` bounds the work as in :func:`feasible_selections` (default: about 10 s).
+
+    Parameters
+    ----------
+    X, Y, v, W : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,), (d, d) or None (W
+        keyword-only, default None: the identity).
+    max_cost : keyword-only, cap on the estimated work (default 5 000 units, see
+        :func:`feasible_selections`).
+
+    Returns
+    -------
+    list of tuples : the locally-optimal selections alpha, each a tuple of n ints.
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument. Also: the estimated cost exceeds ``max_cost``, or ``max_cost`` is not a
+        finite positive number.
+    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
+        or ``max_cost`` is not a number.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    >>> a, b = mm.data.fig1(variant="a"), mm.data.fig1(variant="b")
+    >>> mm.locally_optimal_indices(a.X, a.Y, a.v, W=a.W)  # equal non-optimal scores
+    [(0,)]
+    >>> mm.locally_optimal_indices(b.X, b.Y, b.v, W=b.W)
+    [(0,), (1,)]
     """
     prob = problem(X, Y, v, W)
     found = _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
@@ -178,11 +359,20 @@ class SelectionCensus:
 
     Attributes
     ----------
-    total : T**n, the number of selections.
+    total : ``T ** n``, the number of selections.
     feasible : selections whose ATT-SVM exists.
     locally_optimal : tuples of the locally-optimal selections.
     global_selection : (n,) tuple opt_i = argmax_t gamma_it.
     global_feasible : whether ATT-SVM(opt) exists.
+    n_locally_optimal : (property) the number of locally-optimal selections.
+    global_is_locally_optimal : (property) whether opt is among the locally-optimal selections.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig1(variant="b")
+    >>> census = mm.selection_census(inst.X, inst.Y, inst.v, W=inst.W)
+    >>> census.n_locally_optimal, census.global_is_locally_optimal
+    (2, True)
     """
 
     total: int
@@ -207,13 +397,34 @@ def selection_census(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> Selectio
 
     Parameters
     ----------
-    X : (n, T, d) tokens; Y : (n,) labels; v : (d,) head; W : (d, d) or None.
-    max_cost : cap on the estimated work, passed to :func:`feasible_selections`.
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    v : (d,) head.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    max_cost : keyword-only, cap on the estimated work, passed to :func:`feasible_selections`
+        (default 5 000 units, about 10 s).
 
     Returns
     -------
     SelectionCensus
         ``global_selection`` is opt = argmax of the scores (``ValueError`` on a tie).
+
+    Raises
+    ------
+    ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
+        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument. Also: two tokens of a sequence tie for the highest score, the estimated cost
+        exceeds ``max_cost``, or ``max_cost`` is not a finite positive number.
+    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
+        or ``max_cost`` is not a number.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig1(variant="b")  # one sequence of three tokens
+    >>> mm.selection_census(inst.X, inst.Y, inst.v, W=inst.W)
+    SelectionCensus(total=3, feasible=3, locally_optimal=((0,), (1,)), global_selection=(0,),
+                    global_feasible=True)
     """
     prob = problem(X, Y, v, W)
     n, T, _ = prob.shape

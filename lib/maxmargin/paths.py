@@ -44,6 +44,21 @@ class RegularizationPath:
     on_boundary : (k,) bool, ||p_bar(R)|| = R.
     on_cone : (k,) bool, the cone constraint is active (always False without a cone).
     cone : (direction (d,), angle in degrees) or None.
+    directions : (property) (k, d) unit vectors p_bar(R) / ||p_bar(R)||.
+
+    Methods ``cosine(direction)``, (k,) cosines of the points with a (d,) direction, and
+    ``is_stationary(*, rtol=1e-6, atol=1e-12)``, (k,) bool, kkt <= max(rtol ||grad||, atol) on
+    active constraints and ||grad|| <= atol inside.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> path = mm.regularization_path(X, [1.0], [1.0, 0.5], [1.0, 2.0], starts=2, steps=50)
+    >>> path.is_stationary(), np.round(path.directions, 4)
+    (array([ True,  True]), array([[ 0.7071, -0.7071],
+           [ 0.7071, -0.7071]]))
+    >>> bool(path.risk[1] < path.risk[0])  # a larger ball, a lower risk
+    True
     """
 
     radii: np.ndarray
@@ -81,28 +96,60 @@ def regularization_path(X, Y, v, radii, *, W=None, loss: str | Loss = "logistic"
 
     Parameters
     ----------
-    X, Y, W : the instance, shapes (n, T, d), (n,), (d, d) or None.
+    X, Y, W : the instance, shapes (n, T, d), (n,), (d, d) or None (W keyword-only, default None:
+        the identity).
     v : (d,) the linear head (the paper's model, risk ``mm.risk``), or an :class:`MLPHead`.
     radii : (k,) positive increasing radii, at most 1e300 / max ||k|| (with max ||k|| an upper
         bound on the keys and on twice their differences): beyond, the logits R k^T u leave
         float64 and ``ValueError`` names ``radii`` and the limit.
-    loss : "logistic", "exponential", "correlation" or a ``Loss``.
-    starts : number of seeded random starts on each sphere (the previous solution, scaled to the
-        new radius, is always added).
-    seed : seed of the random starts (the same directions are reused at every radius).
-    steps : iterations of the batched projected normalized-gradient phase.
-    cone : None, or (direction (d,), angle in degrees < 90): restrict p to the circular cone
-        {p : angle(p, direction) <= angle} (the local path).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    starts : keyword-only, number of seeded random starts on each sphere (default 8, at least 1;
+        the previous solution, scaled to the new radius, is always added).
+    seed : keyword-only, seed of the random starts (default 0; the same directions are reused at
+        every radius).
+    steps : keyword-only, iterations of the batched projected normalized-gradient phase (default
+        300).
+    cone : keyword-only, None (the default), or (direction (d,), angle in degrees < 90):
+        restrict p to the circular cone {p : angle(p, direction) <= angle} (the local path).
 
     Returns
     -------
     RegularizationPath, with KKT residuals certifying each point.
+
+    Raises
+    ------
+    ValueError : bad inputs (shapes, labels, NaN or inf; radii empty, not positive, not strictly
+        increasing or beyond the limit above; ``starts`` < 1 without a cone, < 0 with one;
+        ``steps`` < 1; ``seed`` < 0; an MLP head whose input size is not d), every sequence has
+        identical keys (the risk does not depend on p), or a cone whose angle is not in (0, 90)
+        or whose direction is zero or has a component orthogonal to the span of the key
+        differences (project it first); the message names the argument.
+    TypeError : a non-numeric array, a non-integer ``starts``, ``steps`` or ``seed``, a ``loss``
+        that is neither a string nor a ``Loss``, or a ``cone`` that is not a pair.
 
     Notes
     -----
     The loss depends on p only through the key differences k_it - k_itau; the component of p
     orthogonal to their span costs norm and changes nothing, so the search runs in that span
     (an orthonormal basis Q, p = Q q) and the minimiser has no other component.
+
+    Among the candidates at one radius the lowest risk wins; risks that agree to a relative 1e-14
+    are ranked by their relative KKT residual instead. Where the risk is flat to float64 rounding
+    (large R), the returned point is therefore a certified stationary point, not necessarily the
+    constrained minimiser.
+
+    Examples
+    --------
+    The risk depends on p only through p_1 - p_2 and decreases as it grows, so p_bar(R) is
+    R (1, -1) / sqrt(2), on the sphere and along p^mm = (1/2, -1/2):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> path = mm.regularization_path(X, [1.0], [1.0, 0.5], [1.0, 2.0], starts=2, steps=50)
+    >>> np.round(path.points, 4)
+    array([[ 0.7071, -0.7071],
+           [ 1.4142, -1.4142]])
+    >>> path.on_boundary, np.round(path.cosine(mm.att_svm(X, [0]).p), 4)
+    (array([ True,  True]), array([1., 1.]))
     """
     return _regularization_path(X, Y, v, radii, W, loss, starts, seed, steps, cone)
 
@@ -180,6 +227,42 @@ def local_regularization_path(X, Y, v, radii, direction, angle: float, *, W=None
     A thin wrapper of :func:`regularization_path` with ``cone=(direction, angle)``; ``direction``
     (d,) is typically a locally-optimal p^mm(alpha). The path is asymptotic: for moderate R the
     minimiser can sit on the cone's wall (see ``RegularizationPath.on_cone``).
+
+    Parameters
+    ----------
+    X, Y, v, W : the instance, shapes (n, T, d), (n,), (d,) or an :class:`MLPHead`, (d, d) or None
+        (W keyword-only, default None: the identity).
+    radii : (k,) positive increasing radii (as in :func:`regularization_path`).
+    direction : (d,) the cone's axis, in the span of the key differences k_it - k_itau.
+    angle : the cone's half-angle in degrees, 0 < angle < 90.
+    loss, starts, seed, steps : keyword-only, as in :func:`regularization_path` (defaults
+        "logistic", 8, 0, 300; ``starts`` may be 0 here: the cone's axis is always a start).
+
+    Returns
+    -------
+    RegularizationPath : with ``cone`` = (direction, angle).
+
+    Raises
+    ------
+    ValueError : as in :func:`regularization_path`; for the cone: ``angle`` not in (0, 90) (naming
+        angle), ``direction`` not (d,), zero, or with a component that no key difference sees
+        (naming direction).
+    TypeError : as in :func:`regularization_path`, or a non-numeric ``angle``.
+
+    Examples
+    --------
+    In Fig. 1b, p^mm = (1, 0, 0) of the locally optimal selection (1,) is the axis. At these radii
+    the minimiser leans toward the higher-score token 0 as far as the cone allows (its wall, at 5
+    degrees) while token 1 keeps most of the attention:
+
+    >>> inst = mm.data.fig1(variant="b")
+    >>> path = mm.local_regularization_path(inst.X, inst.Y, inst.v, [1.0, 10.0], [1.0, 0.0, 0.0],
+    ...                                     5.0, W=inst.W)
+    >>> path.on_cone, np.round(path.cosine([1.0, 0.0, 0.0]), 4)  # cos(5 degrees) = 0.9962
+    (array([ True,  True]), array([0.9962, 0.9962]))
+    >>> np.argmax(mm.attention(inst.X, path.points, W=inst.W), axis=-1)
+    array([[1],
+           [1]])
     """
     return _regularization_path(X, Y, v, radii, W, loss, starts, seed, steps, (direction, angle))
 

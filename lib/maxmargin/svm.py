@@ -92,7 +92,27 @@ class _Solution:
 
 class CvxpyProgram(NamedTuple):
     """A max-margin problem written out in cvxpy (the ``*_svm_problem`` functions): call
-    ``problem.solve(solver=cp.CLARABEL)``, then read ``variable.value``."""
+    ``problem.solve(solver=cp.CLARABEL)``, then read ``variable.value``.
+
+    A named tuple, so ``problem, variable = mm.att_svm_problem(...)`` unpacks it.
+
+    Attributes
+    ----------
+    problem : the ``cvxpy.Problem``, min of the sum of squares of the variable under the
+        max-margin constraints.
+    variable : the ``cvxpy.Variable`` it solves for (p, v or W).
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> program = mm.att_svm_problem(X, [0])
+    >>> program.variable.name()
+    'p'
+    >>> _ = program.problem.solve(solver=cp.CLARABEL)
+    >>> np.round(program.variable.value, 4)  # the solution of mm.att_svm(X, [0])
+    array([ 0.5, -0.5])
+    """
 
     problem: cp.Problem
     variable: cp.Variable
@@ -112,6 +132,21 @@ class SVMResult(_Solution):
     multipliers : (n, T) Lagrange multipliers mu >= 0 with p = sum mu_it (k_{i,alpha_i} - k_it);
         zero off the support and at the selected token.
     relaxed : (n,) bool, sequences whose constraints are relaxed to >= 0.
+    norm : (property) ||p||.
+    direction : (property) (d,) the unit vector p / ||p|| (zeros when p = 0).
+
+    The arrays are read-only.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> res = mm.att_svm(X, [0])  # p = (1/2, -1/2) = mu (x_0 - x_1) with mu = 1/2
+    >>> np.round(res.multipliers, 4)
+    array([[0. , 0.5]])
+    >>> res.constraints  # the one constraint is tight
+    array([[inf,  1.]])
+    >>> np.round(res.direction, 4), round(res.norm, 4)
+    (array([ 0.7071, -0.7071]), 0.7071)
     """
 
     p: np.ndarray
@@ -135,6 +170,15 @@ class SetSVMResult(_Solution):
         inf inside the set.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     sets : (n, T) bool, the optimal sets O_i.
+    norm : (property) ||p||.
+    direction : (property) (d,) the unit vector p / ||p||.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    >>> res = mm.set_svm(X, np.array([[True, True, False]]))
+    >>> res.constraints, res.support
+    (array([[inf, inf,  1.]]), array([[False, False,  True]]))
     """
 
     p: np.ndarray
@@ -155,6 +199,16 @@ class VSVMResult(_Solution):
     margins : (n,) values Y_i v^T r_i (all >= 1).
     support : (n,) bool, margins equal to 1 within ``tol`` (the support set S).
     multipliers : (n,) Lagrange multipliers with v = sum lambda_i Y_i r_i; zero off the support.
+    norm : (property) ||v||.
+    direction : (property) (d,) the unit vector v / ||v||.
+
+    Examples
+    --------
+    >>> res = mm.v_svm(np.array([[1.0, 1.0], [1.0, -1.0]]), [1.0, -1.0])
+    >>> res.support  # both samples on the margin
+    array([ True,  True])
+    >>> np.round(res.multipliers, 4)  # v = 0.5 (1, 1) - 0.5 (1, -1) = (0, 1)
+    array([0.5, 0.5])
     """
 
     _solution = "v"
@@ -177,6 +231,17 @@ class WSVMResult(_Solution):
     constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W z_i; inf at the selected token.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     alpha : (n,) the selected token of each sequence.
+    norm : (property) ||W||_F.
+    direction : (property) (d, d) the unit matrix W / ||W||_F.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> res = mm.w_svm(X, [0], queries=[1.0, 0.0])
+    >>> res.constraints, res.support
+    (array([[inf,  1.]]), array([[False,  True]]))
+    >>> round(res.norm, 4)  # = ||p^mm|| of ATT-SVM on the tokens, since ||p|| = 1
+    0.7071
     """
 
     _solution = "W"
@@ -384,16 +449,36 @@ def _att_problem(A: np.ndarray, b_rows: np.ndarray) -> CvxpyProgram:
 def att_svm_problem(X, alpha, *, W=None, relaxed=None) -> CvxpyProgram:
     """ATT-SVM as a cvxpy problem: min ||p||^2 s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i.
 
+    Imports cvxpy (about a second on first use). :func:`att_svm` solves the same problem with
+    ``solver="cvxpy"``.
+
     Parameters
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
-    W : (d, d) key-query matrix, or None for the identity.
-    relaxed : (n,) bool, sequences with b_i = 0 instead of 1 (default: none).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    relaxed : keyword-only, (n,) bool, sequences with b_i = 0 instead of 1 (default None: none).
 
     Returns
     -------
-    CvxpyProgram (problem, variable), the variable p.
+    CvxpyProgram : (problem, variable), the variable p of shape (d,).
+
+    Raises
+    ------
+    ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, W is not (d, d), a value is NaN
+        or inf, ``alpha`` is not one index in [0, T) per sequence, or ``relaxed`` is not (n,);
+        the message names the argument.
+    TypeError : X or W is not a real numeric array, ``alpha`` does not hold integers, or
+        ``relaxed`` is not a boolean mask.
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> problem, p = mm.att_svm_problem(X, [0])
+    >>> _ = problem.solve(solver=cp.CLARABEL)
+    >>> np.round(p.value, 4)
+    array([ 0.5, -0.5])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
     D, b = _att_system(K, alpha, relaxed)
@@ -411,24 +496,42 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence (0-based).
-    W : (d, d) key-query matrix, or None for the identity.
-    relaxed : (n,) bool mask of relaxed sequences, or None.
-    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
-    tol : relative tolerance for a constraint to count as tight (support):
-        |value - b_i| <= tol * max(1, ||k_{i,alpha_i} - k_it|| ||p||).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    relaxed : keyword-only, (n,) bool mask of relaxed sequences, or None (the default: none).
+    solver : keyword-only, "fast" (the default) or "cvxpy" (see
+        :data:`~maxmargin.svm.SOLVERS`).
+    tol : keyword-only, relative tolerance for a constraint to count as tight (support), default
+        1e-8: ``abs(value - b_i) <= tol * max(1, ||k_{i,alpha_i} - k_it|| ||p||)``.
 
     Returns
     -------
-    SVMResult
+    SVMResult : p^mm, its margin, the constraint values, support and multipliers.
 
     Raises
     ------
-    ValueError : bad inputs, or no p satisfies the constraints (the message names the sequence
-        or a small group of sequences that conflict).
+    ValueError : bad inputs (X, W, alpha or relaxed of the wrong shape, NaN or inf, an index out
+        of [0, T), an unknown ``solver``, ``tol`` not a finite positive number), or no p satisfies
+        the constraints (the message names the sequence or a small group of sequences that
+        conflict).
+    TypeError : X or W is not a real numeric array, ``alpha`` does not hold integers, ``relaxed``
+        is not a boolean mask, or ``tol`` is not a number.
     IllConditionedError : (a ValueError) no point passes the KKT certificate to a relative
         1e-9, or every feasible p is longer than 1e10 times the norm that the most demanding
-        constraint alone requires (the message gives the estimate); see the module docstring.
+        constraint alone requires (the message gives the estimate); see the module docstring of
+        ``maxmargin.svm``.
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
+
+    Examples
+    --------
+    One sequence of two tokens; ranking token 0 first is p_1 - p_2 >= 1, whose shortest solution is
+    p = (1/2, -1/2), of margin 1 / ||p|| = sqrt(2):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> res = mm.att_svm(X, [0])
+    >>> np.round(res.p, 4), round(res.margin, 4)
+    (array([ 0.5, -0.5]), 1.4142)
+    >>> res.support  # token 1's constraint is tight
+    array([[False,  True]])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
     return _att_svm(K, alpha, relaxed, _solver(solver), _checks.positive_float(tol, "tol"))
@@ -474,11 +577,33 @@ def is_feasible(X, alpha, *, W=None, relaxed=None) -> bool:
     satisfies the constraints with ||p|| at most 1e10 L, where L = max 1 / ||k_{i,alpha_i} -
     k_it|| is the norm that the most demanding constraint alone requires (scale-free: the
     answer does not change with the units of X); a problem whose every solution lies farther
-    is reported infeasible (see :mod:`._least_distance`).
+    is reported infeasible (see the module ``maxmargin._least_distance``).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    alpha : (n,) selected token of each sequence (0-based).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    relaxed : keyword-only, (n,) bool mask of sequences with b_i = 0, or None (the default: none).
+
+    Returns
+    -------
+    bool : True when some p ranks every selected token first with margin 1 (0 where relaxed).
 
     Raises
     ------
+    ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, W is not (d, d), a value is NaN
+        or inf, ``alpha`` is not one index in [0, T) per sequence, or ``relaxed`` is not (n,);
+        the message names the argument.
+    TypeError : X or W is not a real numeric array, ``alpha`` does not hold integers, or
+        ``relaxed`` is not a boolean mask.
     IllConditionedError : (a ValueError) the solution fails its KKT certificate.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]]])
+    >>> mm.is_feasible(X, [0]), mm.is_feasible(X, [2])  # token 2 lies between the other two
+    (True, False)
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
     return _is_feasible(K, alpha, relaxed)
@@ -574,18 +699,33 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
     ----------
     X : (n, T, d) tokens.
     sets : (n, T) bool, the optimal set O_i of each sequence (at least one True and one False).
-    W : (d, d) key-query matrix, or None for the identity.
-    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
-    tol : relative tolerance for a constraint to count as tight (as in :func:`att_svm`).
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    solver : keyword-only, "fast" (the default) or "cvxpy" (see
+        :data:`~maxmargin.svm.SOLVERS`).
+    tol : keyword-only, relative tolerance for a constraint to count as tight (as in
+        :func:`att_svm`), default 1e-8.
 
     Returns
     -------
-    SetSVMResult
+    SetSVMResult : p^mm, its margin, the constraint values and support.
 
     Raises
     ------
-    ValueError : bad inputs, or no p serves every set.
+    ValueError : bad inputs (X or W of the wrong shape, NaN or inf, ``sets`` not (n, T), a set
+        that is empty or holds every token, an unknown ``solver``, ``tol`` not a finite positive
+        number), or no p serves every set.
+    TypeError : X or W is not a real numeric array, ``sets`` is not boolean, or ``tol`` is not a
+        number.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    Tokens 0 and 1 tie ((x_0 - x_1)^T p = 0, so p_1 = p_2) and beat token 2 by 1 (p_1 >= 1):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    >>> res = mm.set_svm(X, np.array([[True, True, False]]))
+    >>> np.round(res.p, 4), round(res.margin, 4)
+    (array([1., 1.]), 0.7071)
     """
     K, sets = _set_inputs(X, sets, W)
     return _set_svm(K, sets, _solver(solver), _checks.positive_float(tol, "tol"))
@@ -660,18 +800,31 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     ----------
     R : (n, d) selected tokens r_i (e.g. ``X[range(n), alpha]``).
     Y : (n,) labels in {-1, +1}.
-    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
-    tol : relative tolerance for a sample to count as a support vector:
-        |Y_i v^T r_i - 1| <= tol * max(1, ||r_i|| ||v||).
+    solver : keyword-only, "fast" (the default) or "cvxpy" (see
+        :data:`~maxmargin.svm.SOLVERS`).
+    tol : keyword-only, relative tolerance for a sample to count as a support vector, default 1e-8:
+        ``abs(Y_i v^T r_i - 1) <= tol * max(1, ||r_i|| ||v||)``.
 
     Returns
     -------
-    VSVMResult
+    VSVMResult : v^mm, its margin, the margins of the samples, support and multipliers.
 
     Raises
     ------
-    ValueError : bad inputs, or the samples are not separable through the origin.
+    ValueError : bad inputs (R not (n, d) with n, d >= 1, Y not (n,) or a label other than -1 and
+        +1, NaN or inf, an unknown ``solver``, ``tol`` not a finite positive number), the samples
+        are not separable through the origin, or the multipliers leave float64 at this data
+        scale (naming R).
+    TypeError : R or Y is not a real numeric array, or ``tol`` is not a number.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    v_1 + v_2 >= 1 and v_2 - v_1 >= 1: the shortest v is (0, 1), of margin 1.
+
+    >>> res = mm.v_svm(np.array([[1.0, 1.0], [1.0, -1.0]]), [1.0, -1.0])
+    >>> bool(np.allclose(res.v, [0.0, 1.0])), round(res.margin, 4)
+    (True, 1.0)
     """
     R, Y = _v_inputs(R, Y)
     return _v_svm(R, Y, _solver(solver), _checks.positive_float(tol, "tol"))
@@ -776,19 +929,37 @@ def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVM
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
-    queries : (n, d) the query z_i of each sequence (self-attention), or (d,) one query p for all.
-    solver : "fast" (default) or "cvxpy" (see :data:`SOLVERS`).
-    tol : relative tolerance for a constraint to count as tight:
-        |value - 1| <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F).
+    queries : keyword-only (required), (n, d) the query z_i of each sequence (self-attention), or
+        (d,) one query p for all.
+    solver : keyword-only, "fast" (the default) or "cvxpy" (see
+        :data:`~maxmargin.svm.SOLVERS`).
+    tol : keyword-only, relative tolerance for a constraint to count as tight, default 1e-8:
+        ``abs(value - 1) <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F)``.
 
     Returns
     -------
-    WSVMResult
+    WSVMResult : W^mm, its margin, the constraint values and support.
 
     Raises
     ------
-    ValueError : bad inputs, or no W ranks every selected token first.
+    ValueError : bad inputs (X not (n, T, d) with n, d >= 1 and T >= 2, ``alpha`` not one index
+        in [0, T) per sequence, ``queries`` neither (d,) nor (n, d) or a zero (d,) query, NaN or
+        inf, an unknown ``solver``, ``tol`` not a finite positive number), or no W ranks every
+        selected token first.
+    TypeError : X or queries is not a real numeric array, ``alpha`` does not hold integers, or
+        ``tol`` is not a number.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    With the query p = (1, 0), W^mm = u^mm p^T with u^mm = (1/2, -1/2) from ATT-SVM:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> res = mm.w_svm(X, [0], queries=[1.0, 0.0])
+    >>> bool(np.allclose(res.W, [[0.5, 0.0], [-0.5, 0.0]])), round(res.margin, 4)
+    (True, 1.4142)
+    >>> round(mm.w_svm(X, [0], queries=[[0.0, 2.0]]).margin, 4)  # a longer query: a larger margin
+    2.8284
     """
     D, alpha, Z = _w_inputs(X, alpha, queries)
     solve = _solver(solver)
@@ -837,7 +1008,23 @@ def _w_infeasible(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> Exception:
 
 
 class JointSVMs(NamedTuple):
-    """The three max-margin problems of joint training (see :func:`joint_svms`)."""
+    """The three max-margin problems of joint training (see :func:`joint_svms`).
+
+    A named tuple ``(v, relaxed, full)``.
+
+    Attributes
+    ----------
+    v : VSVMResult, v^mm on the selected tokens; its ``support`` is the set S.
+    relaxed : SVMResult, p^relax: the sequences outside S only need margin >= 0.
+    full : SVMResult, the ordinary ATT-SVM of the selection.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig3(variant="tight")  # every sequence is a support vector of the v-SVM
+    >>> svms = mm.joint_svms(inst.X, inst.Y, [1, 1, 1])
+    >>> svms.v.support, bool(np.allclose(svms.relaxed.p, svms.full.p))  # S is every sequence
+    (array([ True,  True,  True]), True)
+    """
 
     v: VSVMResult        # v^mm on the selected tokens, .support is the set S
     relaxed: SVMResult   # p^relax, sequences outside S only need margin >= 0
@@ -847,9 +1034,40 @@ class JointSVMs(NamedTuple):
 def joint_svms(X, Y, alpha, *, W=None) -> JointSVMs:
     """v-SVM on the selected tokens r_i = x_{i,alpha_i}, the relaxed p-SVM and the full ATT-SVM.
 
-    X : (n, T, d) tokens; Y : (n,) labels; alpha : (n,) selected token of each sequence;
-    W : (d, d) or None. The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are
-    not support vectors of the v-SVM. Returns a :class:`JointSVMs`.
+    The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are not support vectors of
+    the v-SVM. All three are solved by the fast solver with the default ``tol``.
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    alpha : (n,) selected token of each sequence.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+
+    Returns
+    -------
+    JointSVMs : (v, relaxed, full).
+
+    Raises
+    ------
+    ValueError : bad inputs (shapes, labels other than -1 and +1, NaN or inf, an index out of
+        [0, T)), the selected tokens are not separable through the origin, or an ATT-SVM is
+        infeasible.
+    TypeError : X, Y or W is not a real numeric array, or ``alpha`` does not hold integers.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+
+    Examples
+    --------
+    In Fig. 3's relaxed panel the third sequence is off the v-SVM margin, so its ATT-SVM
+    constraint is relaxed and p^relax = (1, 0); the full ATT-SVM solves p_1 - p_2 = 1,
+    0.5 p_1 + 1.5 p_2 = 1:
+
+    >>> inst = mm.data.fig3(variant="relaxed")
+    >>> svms = mm.joint_svms(inst.X, inst.Y, [1, 1, 1])
+    >>> svms.v.support
+    array([ True,  True, False])
+    >>> bool(np.allclose(svms.relaxed.p, [1.0, 0.0])), np.round(svms.full.p, 4)
+    (True, array([1.25, 0.25]))
     """
     prob = keyed(X, W)
     n, T, _ = prob.shape

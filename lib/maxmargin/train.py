@@ -38,7 +38,22 @@ class Trajectory:
         the small weights themselves, so it stays accurate far below 1e-16.
     tracked : (n,) token indices whose attention is recorded (default: the highest-score tokens).
     final_attention : (B, n, T) attention weights at the last iterate.
+    lr : the step size of the run.
+    normalized : whether the steps were normalized.
     steps : (R,) the step index of each record (0, ..., steps with the default record_every=1).
+    norms : (property) (R, B) Euclidean norms of the recorded iterates.
+
+    Methods ``cosine(direction)``, (R, B) cosines of the iterates with a (d,) direction (see
+    :func:`cosine`), and ``selected_tokens()``, (B, n) the token with the largest final attention.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> run = mm.gd(X, [1.0], [1.0, 0.5], [0.0, 0.0], 100, 1.0)
+    >>> run.p.shape, run.risk.shape, run.tracked  # 101 iterates of one run
+    ((101, 1, 2), (101, 1), array([0]))
+    >>> np.round(run.tracked_attention[-1], 3), run.selected_tokens()
+    (array([[0.957]]), array([[0]]))
     """
 
     p: np.ndarray
@@ -75,6 +90,27 @@ def cosine(a, b) -> np.ndarray:
     overflows); NaN or inf, or shapes that do not broadcast, raise a ValueError naming a or b.
     The ``cosine(direction)`` methods of the results follow the same rule for their iterates
     (0 at an iterate equal to 0) and refuse a zero ``direction``, which has no angle.
+
+    Parameters
+    ----------
+    a, b : (..., d) arrays whose shapes broadcast, with the same last axis d.
+
+    Returns
+    -------
+    (...) array : the cosine of each pair of vectors (a 0-d array for two (d,) vectors).
+
+    Raises
+    ------
+    ValueError : a or b holds NaN or inf, is 0-d, their last axes differ, or their shapes do not
+        broadcast (naming a or b).
+    TypeError : a or b is None, complex or not numeric.
+
+    Examples
+    --------
+    >>> round(float(mm.cosine([1.0, 0.0], [1.0, 1.0])), 4)
+    0.7071
+    >>> mm.cosine([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]], [0.0, 1.0])  # 0 for the zero vector
+    array([0., 1., 0.])
     """
     a = _checks.finite(_checks.as_float_array(a, "a"), "a")
     b = _checks.finite(_checks.as_float_array(b, "b"), "b")
@@ -93,18 +129,57 @@ def gd(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "logist
        record_every: int | None = 1) -> Trajectory:
     """Gradient descent on the prompt p with v and W fixed, batched over initializations.
 
+    Raises ``ValueError`` if plain GD's gradient overflows float64, naming the step and the cause
+    (the scale of v, or lr). Normalized GD rescales an overflowing slope of the exponential loss
+    (its direction is finite), but it too raises when the gradient itself leaves float64.
+
     Parameters
     ----------
-    X, Y, v, W : the instance, shapes (n, T, d), (n,), (d,), (d, d) or None.
+    X, Y, v, W : the instance, shapes (n, T, d), (n,), (d,), (d, d) or None (W keyword-only,
+        default None: the identity).
     p0 : (d,) or (B, d) initial prompts; a (d,) start is a batch of one.
-    steps, lr : number of iterations and step size.
-    normalized : divide each gradient by (its norm + eps) before stepping.
-    track : (n,) token indices whose attention to record; default argmax_t gamma_it.
-    record_every : keep every k-th iterate and the last (k = 1: all); None keeps the first and
-        the last only, so memory does not grow with ``steps``.
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    normalized : keyword-only, divide each gradient by (its norm + eps) before stepping (default
+        False).
+    eps : keyword-only, the offset of the normalization (default 1e-12).
+    track : keyword-only, (n,) token indices whose attention to record; default (None)
+        argmax_t gamma_it.
+    record_every : keyword-only, keep every k-th iterate and the last (k = 1, the default: all);
+        None keeps the first and the last only, so memory does not grow with ``steps``.
 
-    Raises ``ValueError`` if plain GD's gradient overflows float64 (normalized GD rescales it:
-    its direction is finite), naming the step and the cause (the scale of v, or lr).
+    Returns
+    -------
+    Trajectory : the recorded iterates, risks and attention of the B runs.
+
+    Raises
+    ------
+    ValueError : bad data (shapes, labels, NaN or inf; p0 not (d,) or (B, d) with B >= 1;
+        ``track`` not one index in [0, T) per sequence),
+        ``steps`` < 1, ``lr`` or ``eps`` not a finite positive number,
+        ``record_every`` < 1, an unknown loss name, or a run whose estimated cost exceeds the
+        library's limits (about 1e12 operations or 2 GiB of records, naming steps); or a
+        gradient that is not finite in float64 at some step (the message names the step and
+        the likely cause).
+    TypeError : a non-numeric array, ``track`` not integers,
+        ``steps`` or ``record_every`` not an integer, ``lr`` or ``eps`` not a
+        number, ``normalized`` not a bool, or ``loss`` neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    The counterexample to global convergence (``mm.data.trap_counterexample()``): from
+    (0, 0, 0) GD selects both optimal tokens (token 0); from (4, 0, 0) sequence 0 stays on its
+    token 1:
+
+    >>> inst = mm.data.trap_counterexample()
+    >>> run = mm.gd(inst.X, inst.Y, inst.v, inst.p0, 500, 1.0, W=inst.W)
+    >>> run.selected_tokens()  # (B, n): one row per start
+    array([[0, 0],
+           [1, 0]])
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> run = mm.gd(X, [1.0], [1.0, 0.5], [0.0, 0.0], 100, 0.1, normalized=True, record_every=50)
+    >>> run.steps, np.round(run.cosine(mm.att_svm(X, [0]).p)[-1], 4)  # along p^mm
+    (array([  0,  50, 100]), array([1.]))
     """
     prob = problem(X, Y, v, W)
     n, T, d = prob.shape
@@ -138,13 +213,36 @@ class StackTrajectory(Trajectory):
     The fields of :class:`Trajectory` with an instance axis after the record axis: ``p`` is
     (R, M, B, d), ``risk`` (R, M, B), ``tracked_attention`` and ``other_attention``
     (R, M, B, n), ``tracked`` (M, n), ``final_attention`` (M, B, n, T), ``steps`` (R,).
+
+    Attributes
+    ----------
+    p : (R, M, B, d) iterates at the recorded steps.
+    risk : (R, M, B) the risk of each instance at each recorded iterate.
+    tracked_attention, other_attention : (R, M, B, n) attention on the tracked token of each
+        sequence, and on all the others summed.
+    tracked : (M, n) the tracked token indices of each instance.
+    final_attention : (M, B, n, T) attention weights at the last iterate.
+    lr, normalized : the step size and whether the steps were normalized.
+    steps : (R,) the step index of each record.
+
+    Methods ``cosine(direction)``, (R, M, B), with ``direction`` (M, d), (M, B, d) or (d,), and
+    ``selected_tokens()``, (M, B, n).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> stack = mm.gd_stack(np.stack([X, X[:, ::-1]]), np.ones((2, 1)), [1.0, 0.5], [0.0, 0.0],
+    ...                     100, 1.0)
+    >>> stack.p.shape, stack.selected_tokens()[:, 0]  # instance 1 has its tokens swapped
+    ((101, 2, 1, 2), array([[0],
+           [1]]))
     """
 
     def cosine(self, direction) -> np.ndarray:
         """(R, M, B) cosine of each iterate with its instance's direction (see :func:`cosine`):
         ``direction`` is (M, d), (M, B, d) for one direction per run, or (d,) shared by all."""
         _, M, B, d = self.p.shape
-        u = _checks.finite(_checks.as_float_array(direction, "direction"), "direction")
+        u = _checks.as_float_array(direction, "direction")   # _checks.direction: finite, no 0
         if u.ndim == 2:
             u = u[:, None, :]
         u = _checks.direction(u, self.p.shape, f"({M}, {d}), ({M}, {B}, {d}) or ({d},)")
@@ -165,9 +263,44 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
     Y : (M, n) labels in {-1, +1}.
     v : (M, d) heads, or (d,) shared.
     p0 : (M, B, d) starts, or (B, d) / (d,) shared by every instance.
-    W : (M, d, d), (d, d) shared, or None (identity).
-    track : (M, n) token indices whose attention to record; default argmax_t gamma_it.
-    record_every : as in :func:`gd`.
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    W : keyword-only, (M, d, d), (d, d) shared, or None (the default: the identity).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    normalized : keyword-only, divide each gradient by (its norm + eps) (default False).
+    eps : keyword-only, the offset of the normalization (default 1e-12).
+    track : keyword-only, (M, n) token indices whose attention to record; default (None)
+        argmax_t gamma_it.
+    record_every : keyword-only, as in :func:`gd` (default 1).
+
+    Returns
+    -------
+    StackTrajectory : the runs, with an instance axis after the record axis.
+
+    Raises
+    ------
+    ValueError : bad data (X not (M, n, T, d) with M, n, d >= 1 and T >= 2, Y not (M, n) or a
+        label other than -1 and +1, v neither (d,) nor (M, d), W neither (d, d) nor (M, d, d),
+        p0 not (d,), (B, d) or (M, B, d) with B >= 1, track not (M, n) indices in [0, T), NaN or
+        inf),
+        ``steps`` < 1, ``lr`` or ``eps`` not a finite positive number,
+        ``record_every`` < 1, an unknown loss name, or a run whose estimated cost exceeds the
+        library's limits (about 1e12 operations or 2 GiB of records, naming steps); or a gradient
+        that is not finite in float64 (naming the step and the likely cause).
+    TypeError : a non-numeric array, ``track`` not integers,
+        ``steps`` or ``record_every`` not an integer, ``lr`` or ``eps`` not a
+        number, ``normalized`` not a bool, or ``loss`` neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    Two instances, the second with its tokens swapped: each run is the run of :func:`gd` on its
+    own instance.
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> stack = mm.gd_stack(np.stack([X, X[:, ::-1]]), np.ones((2, 1)), [1.0, 0.5], [0.0, 0.0],
+    ...                     100, 1.0)
+    >>> single = mm.gd(X[:, ::-1], [1.0], [1.0, 0.5], [0.0, 0.0], 100, 1.0)
+    >>> stack.tracked[1], bool(np.allclose(stack.p[:, 1], single.p))
+    (array([1]), True)
     """
     X = _checks.as_float_array(X, "X")
     if X.ndim != 4:
@@ -426,7 +559,26 @@ def _record_steps(steps: int, record_every) -> np.ndarray:
 @dataclass(frozen=True)
 class WTrajectory:
     """A batch of B gradient-descent runs on W recorded at R steps: ``W`` is (R, B, d, d),
-    ``risk`` (R, B), ``steps`` (R,) the step index of each record."""
+    ``risk`` (R, B), ``steps`` (R,) the step index of each record.
+
+    Attributes
+    ----------
+    W : (R, B, d, d) iterates at the recorded steps.
+    risk : (R, B) the risk at each recorded iterate.
+    lr, normalized : the step size and whether the steps were normalized.
+    steps : (R,) the step index of each record.
+
+    Method ``cosine(direction)``: (R, B) Frobenius cosines with a (d, d) matrix (see
+    :func:`cosine`).
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> run = mm.gd_W(X, [1.0], [1.0, 0.5], np.zeros((2, 2)), [1.0, 0.0], 100, 0.1,
+    ...               normalized=True, record_every=None)
+    >>> run.steps, run.W.shape
+    (array([  0, 100]), (2, 1, 2, 2))
+    """
 
     W: np.ndarray
     risk: np.ndarray
@@ -441,7 +593,7 @@ class WTrajectory:
         (see :func:`cosine`)."""
         flat = self.W.reshape(self.W.shape[:2] + (-1,))
         d = self.W.shape[-1]
-        u = _checks.finite(_checks.as_float_array(direction, "direction"), "direction")
+        u = _checks.as_float_array(direction, "direction")   # _checks.direction: finite, no 0
         if u.size != d * d:
             raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
         return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
@@ -455,6 +607,45 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     ``W0`` is (d, d) or (B, d, d); ``queries`` is (n, d) (one query z_i per sequence) or (d,)
     (the prompt p shared by every sequence); ``record_every`` as in :func:`gd`. Raises
     ``ValueError`` naming the step and the cause (v's scale or lr) if the gradient overflows.
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    W0 : (d, d) or (B, d, d) initial key-query matrices.
+    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    normalized : keyword-only, divide each gradient by (its Frobenius norm + eps) (default False).
+    eps : keyword-only, the offset of the normalization (default 1e-12).
+    record_every : keyword-only, as in :func:`gd` (default 1).
+
+    Returns
+    -------
+    WTrajectory : the recorded iterates and risks of the B runs.
+
+    Raises
+    ------
+    ValueError : bad data (shapes, labels, NaN or inf; W0 not (d, d) or (B, d, d) with B >= 1;
+        queries neither (n, d) nor (d,)),
+        ``steps`` < 1, ``lr`` or ``eps`` not a finite positive number,
+        ``record_every`` < 1, an unknown loss name, or a run whose estimated cost exceeds the
+        library's limits (about 1e12 operations or 2 GiB of records, naming steps); or a
+        gradient or iterate that is not finite in float64 (naming the step and the likely cause).
+    TypeError : a non-numeric array,
+        ``steps`` or ``record_every`` not an integer, ``lr`` or ``eps`` not a
+        number, ``normalized`` not a bool, or ``loss`` neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    With one query p = (1, 0), normalized GD on W heads for W^mm of :func:`w_svm`, and the risk
+    approaches L* = log(1 + exp(-1)):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> run = mm.gd_W(X, [1.0], [1.0, 0.5], np.zeros((2, 2)), [1.0, 0.0], 100, 0.1, normalized=True)
+    >>> run.W.shape, np.round(run.cosine(mm.w_svm(X, [0], queries=[1.0, 0.0]).W)[-1], 4)
+    ((101, 1, 2, 2), array([1.]))
+    >>> round(float(run.risk[-1, 0]), 4)
+    0.3133
     """
     prob = problem(X, Y, v)
     X, gamma = prob.X, prob.scores
@@ -511,6 +702,23 @@ class JointTrajectory:
     ``v`` and ``p`` are (R, B, d); ``risk`` and ``probability`` (the mean over sequences of
     sigmoid(Y_i f(X_i))) are (R, B); ``tracked_attention`` is (R, B, n); ``steps`` (R,) the step
     index of each record.
+
+    Attributes
+    ----------
+    v, p : (R, B, d) iterates of the head and of the prompt at the recorded steps.
+    risk : (R, B) the risk at each recorded iterate.
+    probability : (R, B) the mean over sequences of sigmoid(Y_i f(X_i)).
+    tracked_attention : (R, B, n) attention on token ``tracked[i]`` of sequence i.
+    tracked : (n,) the tracked token indices.
+    lr, normalized : the step size and whether the steps were normalized.
+    steps : (R,) the step index of each record.
+
+    Examples
+    --------
+    >>> inst = mm.data.fig3()
+    >>> run = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 500, 0.1, normalized=True)
+    >>> run.v.shape, np.round(run.probability[[0, -1], 0], 3)
+    ((501, 1, 2), array([0.525, 1.   ]))
     """
 
     v: np.ndarray
@@ -534,8 +742,49 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     ``v0`` and ``p0`` are (d,) or (B, d) (broadcast against each other). ``normalized`` (no
     default: the paper's joint runs normalize, :func:`gd`'s default does not) normalizes the two
     gradients separately. ``track`` (n,) are the token indices whose attention is
-    recorded; by default the highest-score tokens under the final v. ``record_every`` as in
-    :func:`gd`.
+    recorded; by default the highest-score tokens under the final v (of the first run when
+    B > 1). ``record_every`` as in :func:`gd`.
+
+    Parameters
+    ----------
+    X, Y : the instance, shapes (n, T, d), (n,) in {-1, +1}.
+    v0, p0 : (d,) or (B, d) initial heads and prompts (equal numbers of starts, or one for either).
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    normalized : keyword-only and required, True or False.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    eps_v, eps_p : keyword-only, the offsets of the two normalizations (default 1e-12 each).
+    track : keyword-only, (n,) token indices whose attention to record, or None (the default).
+    record_every : keyword-only, as in :func:`gd` (default 1).
+
+    Returns
+    -------
+    JointTrajectory : the recorded heads, prompts, risks, probabilities and attention.
+
+    Raises
+    ------
+    ValueError : bad data (shapes, labels, NaN or inf; v0 or p0 not (d,) or (B, d) with B >= 1,
+        or numbers of starts that do not pair; ``track`` not one index in [0, T) per sequence),
+        ``steps`` < 1, ``lr``, ``eps_v`` or ``eps_p`` not a finite positive number,
+        ``record_every`` < 1, an unknown loss name, a run above the library's cost limits
+        (naming steps); or a gradient that is not finite in float64 (naming the step and the
+        likely cause).
+    TypeError : a non-numeric array, ``track`` not integers, ``steps`` or ``record_every`` not an
+        integer, ``lr``, ``eps_v`` or ``eps_p`` not a number, ``normalized`` not a bool, or
+        ``loss`` neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    Fig. 3a: the joint run aligns v with v^mm = (0, 1) and p with the ATT-SVM direction, equal to
+    p^relax here (every sequence is a support vector of the v-SVM):
+
+    >>> inst = mm.data.fig3()
+    >>> run = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 500, 0.1, normalized=True)
+    >>> svms = mm.joint_svms(inst.X, inst.Y, [1, 1, 1])
+    >>> round(float(mm.cosine(run.v[-1, 0], svms.v.v)), 3)
+    1.0
+    >>> round(float(mm.cosine(run.p[-1, 0], svms.relaxed.p)), 3)
+    1.0
     """
     prob = keyed(X, W)
     X, K = prob.X, prob.keys

@@ -68,6 +68,13 @@ class TrapSet:
         q and induced selection (it loses every sequence of S, not only those of a minimal
         subset), and gradient descent can end there (``tests/lib/test_traps.py`` has an
         instance); ``trap_sets(..., minimal_only=False)`` lists it.
+
+    Examples
+    --------
+    >>> inst = mm.data.trap_counterexample()
+    >>> trap = mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W)[0]
+    >>> trap.sequences, trap.selection, trap.minimal  # sequence 0 is held on its token 1
+    ((0,), (1, 0), True)
     """
 
     sequences: tuple[int, ...]
@@ -82,6 +89,12 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     """The trap sets of an instance (see the module docstring for the criterion): the minimal
     ones by default, every one with ``minimal_only=False``.
 
+    The criterion (module ``maxmargin.traps``): for a non-empty proper subset S of the sequences,
+    let q be the ATT-SVM of the optimal tokens of the sequences outside S, and t_i the
+    non-optimal token that q ranks first in each sequence i of S. S is a trap set when every
+    token u of those sequences has gap_u = (x_{i t_i} - x_iu)^T W q > 1 if gamma_iu differs from
+    gamma_{i t_i} (the optimal token included), and gap_u >= 0 if it equals it.
+
     Subsets S are tried by increasing size; every S whose complement's ATT-SVM is infeasible is
     skipped. With ``minimal_only`` supersets of a trap set already found are skipped too (they
     are not minimal). A non-minimal trap set has its own q and induced selection, and gradient
@@ -89,30 +102,44 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     by trap sets needs them all. The search solves up to 2^n - 2 ATT-SVMs, hence
     ``max_sequences``.
 
-    Parameters
-    ----------
-    X : (n, T, d) tokens; Y : (n,) labels in {-1, +1}; v : (d,) head; W : (d, d) or None.
-    max_sequences : largest n accepted.
-    minimal_only : return only the minimal trap sets (the default), or every trap set, each
-        with its ``minimal`` flag.
-
-    Returns
-    -------
-    list of TrapSet, sorted by (size, sequences); empty when n = 1 (S must be proper).
-
     Tolerances: a gap counts as beyond the margin when
     gap_u > 1 + 1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||) (the scale of gap_u in the solver's
     rounding) and as ranked first when gap_u >= -1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||);
-    two scores are equal when they differ by at most 1e-9 * max_{i,t} |gamma_it|.
+    two scores are equal when they differ by at most 1e-9 * max_{i,t} abs(gamma_it).
+
+    Parameters
+    ----------
+    X : (n, T, d) tokens.
+    Y : (n,) labels in {-1, +1}.
+    v : (d,) head.
+    W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
+    max_sequences : keyword-only, largest n accepted (default 12).
+    minimal_only : keyword-only, return only the minimal trap sets (True, the default), or every
+        trap set, each with its ``minimal`` flag.
+
+    Returns
+    -------
+    list of TrapSet : sorted by (size, sequences); empty when n = 1 (S must be proper).
 
     Raises
     ------
-    ValueError : bad shapes or values, two tokens tied for the highest score in a sequence, or
-        n > max_sequences.
+    ValueError : bad shapes or values, two tokens tied for the highest score in a sequence,
+        n > max_sequences, or ``max_sequences`` < 1.
     IllConditionedError : (a ValueError) the ATT-SVM of some complement is ill-conditioned
         (never read as "cannot be separated").
     TypeError : non-numeric arrays, a non-integer ``max_sequences`` or a non-boolean
         ``minimal_only``.
+
+    Examples
+    --------
+    In the counterexample, the ATT-SVM of sequence 1 alone is q = (1, 0, 0), which ranks sequence
+    0's non-optimal token (key (0, 0), logit 0) above its optimal one (key (-2, 3), logit -2) by a
+    gap of 2 > 1:
+
+    >>> inst = mm.data.trap_counterexample()
+    >>> [trap] = mm.trap_sets(inst.X, inst.Y, inst.v, W=inst.W)
+    >>> trap.sequences, bool(np.allclose(trap.q, [1.0, 0.0, 0.0])), round(trap.escape_gap, 4)
+    ((0,), True, 2.0)
     """
     prob = problem(X, Y, v, W)
     n, T, d = prob.shape

@@ -276,6 +276,9 @@ CASES = [  # (id, call, error, message that must match at the start)
     ("risk_W queries strings", lambda: mm.risk_W(X, Y, v, np.eye(3), ["a", "b", "c"]), TypeError, r"^queries: "),
     ("risk_W W None", lambda: mm.risk_W(X, Y, v, None, p), TypeError, r"^W: "),
     ("risk_grad_W v wrong", lambda: mm.risk_grad_W(X, Y, np.ones(4), np.eye(3), p), ValueError, r"^v: "),
+    # found by the docstring review: a batch of heads passed validation, then crashed in torch
+    ("risk_grad_W v batched", lambda: mm.risk_grad_W(X, Y, np.ones((2, 3)), np.eye(3), p), ValueError,
+     r"^v: expected shape \(3,\)"),
     ("optimal_risk batched v", lambda: mm.optimal_risk(X, Y, np.ones((2, 3))), ValueError,
      r"^v: expected shape \(3,\)"),
     ("X empty n = 0", lambda: mm.risk(X[:0], Y[:0], v, p), ValueError, r"^X: .*at least one sequence"),
