@@ -19,7 +19,7 @@ TORCH_INDEX_URL := $(PYTORCH_CPU_INDEX)
 endif
 TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
 
-.PHONY: help book test test-repo test-lib test-chapters test-notebooks test-site test-portability mutants bench notebooks course clean
+.PHONY: help book pdf test test-repo test-lib test-chapters test-notebooks test-site test-portability mutants bench notebooks course clean
 .DEFAULT_GOAL := help
 
 # A bare `make` prints this and creates nothing (the environment is 1.9 GB with the CPU-only
@@ -32,6 +32,7 @@ help:
 	@echo "  make test-chapters   each chapter executed once as a reader runs it, the run saved (about 100 s)"
 	@echo "  make test-notebooks  the notebook export: every construct, no MyST left (15 s)"
 	@echo "  make test-site       the -W build, tiny books, course packs, nbgrader, Chromium on every page (about 3.5 min)"
+	@echo "make pdf               the whole book as one PDF, _build/pdf/maxmargin-book.pdf; NO_SOLUTIONS=1 leaves the solutions out (about 1.5 min after make test-chapters, else 4 min)"
 	@echo "make notebooks         the chapters as plain .ipynb in notebooks/ (seconds after a build, else about 3 min)"
 	@echo "make course            course packs in course/, CHAPTERS=\"01 03\" to choose (about 1 min)"
 	@echo "make mutants           the mutation check of the library tests (about 15 min)"
@@ -94,6 +95,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gd.py
 	$(BIN)/python benchmarks/bench_svm.py
 	$(BIN)/python benchmarks/bench_explorers.py
+
+# The whole book as one PDF (scripts/make_pdf.py): the single-page build printed by Chromium,
+# solutions after each exercise unless NO_SOLUTIONS=1.
+NO_SOLUTIONS ?=
+pdf: $(STAMP) $(VENDOR)
+	$(BIN)/python scripts/make_pdf.py $(if $(filter 1,$(NO_SOLUTIONS)),--no-solutions)
 
 # Plain notebooks (no MyST) with the numbers of the last build, or of one execution per chapter.
 notebooks: $(STAMP)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from pathlib import Path
 
@@ -120,3 +121,19 @@ def jupyter_cache(docnames: list[str], cache: Path, root: Path = ROOT) -> list[s
             check_validity=False, overwrite=True)
     return missing
 
+
+def reusing_config(root: Path, cache: Path) -> Path:
+    """The book's _config.yml with one change, for a build that executes nothing: myst-nb's
+    ``cache`` mode reading the jupyter-cache at ``cache`` (scripts/executed.py writes it from
+    the chapter stage's runs); and the local extension's folder made absolute. Written next to
+    the cache; returns its path."""
+    config = (root / "_config.yml").read_text()
+    config, count = re.subn(r"^(  execute_notebooks:) force$",
+                            rf"\1 cache\n  cache: {cache}", config, flags=re.M)
+    assert count == 1, "_config.yml has no `execute: execute_notebooks: force` line"
+    # Jupyter Book resolves local extensions against the config file's folder.
+    config, count = re.subn(r"^(    booksite:) _ext\b", rf"\1 {root / '_ext'}", config, flags=re.M)
+    assert count == 1, "_config.yml has no `local_extensions: booksite: _ext` line"
+    path = cache.parent / "_config.yml"
+    path.write_text(config)
+    return path

@@ -11,6 +11,9 @@ One module per concern; each module's docstring says what it does and why:
 * :mod:`booksite.times` -- the `{chapter-times}` directive: measured execution times.
 * :mod:`booksite.pages` -- each inline script once, no `fontawesome.js`, 256-colour PNGs,
   phone-width figures that scroll sideways, math in search snippets.
+* :mod:`booksite.apidoc` -- the library reference: docstrings in the book's convention
+  (``name : shapes and meaning``) as RST definition lists.
+* :mod:`booksite.pdf` -- the single-page build that `make pdf` prints.
 * :mod:`booksite.launch` -- the exported plain notebooks published with the site
   (``notebooks/``); the .ipynb download, Binder, JupyterHub and Colab buttons hand them out.
 """
@@ -18,9 +21,11 @@ from __future__ import annotations
 
 from sphinx.application import Sphinx
 
+from .apidoc import docstring_sections
 from .failures import report_failures
 from .kernels import quiet_kernels
 from .launch import launch_exported_notebooks, publish_notebooks
+from .pdf import html_writers_for_singlehtml
 from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
                     palette_images, search_page_assets)
 from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
@@ -28,12 +33,15 @@ from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, page
 
 def setup(app: Sphinx) -> dict:
     quiet_kernels()
+    app.setup_extension("sphinx.ext.autodoc")
+    app.connect("autodoc-process-docstring", docstring_sections)
     app.add_node(chapter_times_node)
     app.add_directive("chapter-times", ChapterTimes)
     app.add_post_transform(ChapterTimesTransform)
     app.connect("env-updated", pages_with_times)
     app.connect("config-inited", add_templates)
     app.connect("builder-inited", add_static)
+    app.connect("builder-inited", html_writers_for_singlehtml)
     app.add_css_file("booksite.css")
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("html-page-context", search_page_assets)

@@ -64,7 +64,7 @@ def publish_notebooks(app: Sphinx, exception: Exception | None) -> None:
     """Write each notebook page's export to ``<outdir>/notebooks/`` (pages that failed to
     execute are left out: their failure is reported). An export that fails is a warning, so
     the build with ``-W`` fails naming the page."""
-    if exception is not None or app.builder.format != "html":
+    if exception is not None or app.builder.name != "html":   # the site, not `make pdf`
         return
     if str(REPOSITORY / "scripts") not in sys.path:
         sys.path.insert(0, str(REPOSITORY / "scripts"))

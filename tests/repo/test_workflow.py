@@ -59,24 +59,38 @@ def test_workflow_runs_the_readme_commands():
 
 
 def test_workflow_publishes_the_built_site():
-    """The book job uploads _build/html as the Pages artifact; a deploy job publishes it with
-    the official Pages actions, only from main, only after the build and the tests pass."""
+    """The book job keeps _build/html, the test job the PDF it prints after `make test`; one
+    deploy job puts the PDF at the site's root (where intro.md links it) and publishes with the
+    official Pages actions, only from main, only after the build and the tests pass."""
     data = workflow()
     book_name, book = job_running("make book")
-    test_name, _ = job_running("make test")
-    (upload,) = uses(book, PAGES_ACTIONS["upload"])
-    assert upload["with"]["path"] == "_build/html"
-    steps = [s.get("run", s.get("uses", "")) for s in book["steps"]]
-    assert steps.index("make book") < steps.index(upload["uses"]), "upload before the build"
+    test_name, test = job_running("make test")
+    site = [s for s in uses(book, "actions/upload-artifact")
+            if s["with"]["path"].rstrip("/") == "_build/html"]
+    assert len(site) == 1, "the book job must keep _build/html as an artifact"
+    steps = [s.get("run", s.get("name", "")) for s in book["steps"]]
+    assert steps.index("make book") < steps.index(site[0]["name"]), "upload before the build"
+    test_steps = [s.get("run", "") for s in test["steps"]]
+    assert test_steps.index("make test") < test_steps.index("make pdf")
+    (pdf,) = [s for s in uses(test, "actions/upload-artifact")
+              if s["with"]["path"] == "_build/pdf/maxmargin-book.pdf"]
     deploys = [(n, j) for n, j in data["jobs"].items() if uses(j, PAGES_ACTIONS["deploy"])]
     assert len(deploys) == 1, "one job deploys with actions/deploy-pages"
     _, deploy = deploys[0]
+    downloads = {s["with"]["name"]: s["with"]["path"]
+                 for s in uses(deploy, "actions/download-artifact")}
+    (upload,) = uses(deploy, PAGES_ACTIONS["upload"])
+    assert downloads == {site[0]["with"]["name"]: upload["with"]["path"],
+                         pdf["with"]["name"]: upload["with"]["path"]}, downloads
     assert {book_name, test_name} <= set(deploy["needs"])
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert deploy["environment"]["name"] == "github-pages"
     assert "refs/heads/main" in deploy["if"] and "pull_request" in deploy["if"]
     assert data["on"]["push"]["branches"] == ["main"]
     assert data["permissions"] == {"contents": "read"}, "least privilege outside the deploy job"
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    pdf_url = config["html"]["baseurl"] + "maxmargin-book.pdf"
+    assert pdf_url in (ROOT / "intro.md").read_text(), f"intro.md does not link {pdf_url}"
     for job in data["jobs"].values():
         for step in job["steps"]:
             if "uses" in step:

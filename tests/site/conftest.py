@@ -16,7 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from bookutils import ROOT, in_ci  # noqa: E402
-from sitebuild import BUILD_ARGS, Build, build, fetch_vendor, reusing_config  # noqa: E402
+from executed import reusing_config  # noqa: E402
+from sitebuild import BUILD_ARGS, Build, build, fetch_vendor  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -46,23 +46,6 @@ def build(book: Path, args: list[str] = BUILD_ARGS) -> Build:
     return Build(proc.returncode, proc.stdout, time.perf_counter() - start, book)
 
 
-def reusing_config(root: Path, cache: Path) -> Path:
-    """The book's _config.yml with one change, for a build that executes nothing: myst-nb's
-    ``cache`` mode reading the jupyter-cache at ``cache`` (scripts/executed.py writes it from
-    the chapter stage's runs); and the local extension's folder made absolute. Written next to
-    the cache; returns its path."""
-    config = (root / "_config.yml").read_text()
-    config, count = re.subn(r"^(  execute_notebooks:) force$",
-                            rf"\1 cache\n  cache: {cache}", config, flags=re.M)
-    assert count == 1, "_config.yml has no `execute: execute_notebooks: force` line"
-    # Jupyter Book resolves local extensions against the config file's folder.
-    config, count = re.subn(r"^(    booksite:) _ext\b", rf"\1 {root / '_ext'}", config, flags=re.M)
-    assert count == 1, "_config.yml has no `local_extensions: booksite: _ext` line"
-    path = cache.parent / "_config.yml"
-    path.write_text(config)
-    return path
-
-
 def fetch_vendor() -> None:
     """Make sure _vendor/ (offline MathJax) exists and is current, as `make` does."""
     subprocess.run(["bash", str(ROOT / "scripts" / "fetch_vendor.sh"), str(ROOT / "_vendor")],

@@ -1,0 +1,131 @@
+"""The whole book as one PDF: make_pdf.py [--out FILE] [--no-solutions] (`make pdf`).
+
+The route: Jupyter Book's single-page HTML build (``--builder singlehtml``) printed by Debian's
+Chromium (the browser the tests already drive, through Playwright). It keeps what the site
+shows and a LaTeX build would have to redo: MathJax typesets the same TeX (amsmath, the
+macros of _config.yml), the figures are the executed outputs, sphinx-proof's boxes and the
+equation and figure numbers are Sphinx's, and no TeX distribution (about 1 GB of Debian
+packages) is needed. Before printing, the site's chrome (sidebars, header buttons, search) is
+hidden, the collapsed solutions are opened (an answer key, in place after each exercise) or,
+with ``--no-solutions``, removed (the exercises and their checks stay).
+
+The pages' outputs come from the chapter stage's saved runs when they are current
+(scripts/executed.py), so `make test-chapters` then `make pdf` executes nothing; otherwise the
+build executes every chapter, as `make book` does.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import executed
+from bookutils import ROOT, chapter_notebooks, toc_docnames
+
+OUT = ROOT / "_build" / "pdf" / "maxmargin-book.pdf"
+SOURCE = ROOT / "_build" / "singlehtml"
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT_PAGE = toc_docnames()[0]     # the single page (index.html only redirects to it)
+# what a printed page does not need, and a solution when the answer key is left out
+PRINT_CSS = """
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .header-article, .bd-footer,
+.bd-footer-article, .prev-next-area, .toggle-button, .headerlink, .search-button,
+#pst-back-to-top, .sidebar-toggle { display: none !important; }
+.bd-main .bd-content .bd-article-container { max-width: 100% !important; }
+.bd-page-width { max-width: 100% !important; }
+.toggle-hidden { display: block !important; visibility: visible !important; height: auto !important; }
+img { max-width: 100% !important; page-break-inside: avoid; }
+div.cell_output, figure, .admonition, .proof { page-break-inside: avoid; }
+h1 { page-break-before: always; }
+pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+"""
+NO_SOLUTIONS_CSS = ".solution { display: none !important; }"
+OPEN_ALL = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  const first = document.querySelector('h1');   // no blank page before the book's title
+  if (first) first.style.setProperty('page-break-before', 'avoid', 'important');
+}"""
+WAIT_FOR_MATH = """async () => {
+  if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
+  await document.fonts.ready;
+}"""
+
+
+def build_single_page(out: Path = SOURCE) -> None:
+    """The single-page HTML build of the book into ``out`` (-W: a warning fails it)."""
+    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter_notebooks()]
+    cache = ROOT / "_build" / "reused-pdf" / "jupyter_cache"
+    missing = executed.jupyter_cache(pages, cache)
+    args = ["--builder", "singlehtml", "-W", "-n", "--keep-going"]
+    if not missing:
+        args += ["--config", str(executed.reusing_config(ROOT, cache))]
+    else:
+        print(f"no current saved run of {len(missing)} pages: the build executes them")
+    run = subprocess.run([str(Path(sys.executable).parent / "jupyter-book"), "build",
+                          str(ROOT), *args], cwd=ROOT)
+    if run.returncode != 0:
+        raise SystemExit(f"the single-page build failed (rc {run.returncode})")
+    if not (out / f"{ROOT_PAGE}.html").is_file():
+        raise SystemExit(f"the single-page build wrote no {out / ROOT_PAGE}.html")
+
+
+def print_pdf(source: Path, out: Path, *, solutions: bool) -> None:
+    """Print the single page of ``source`` to ``out`` with Chromium, A4, math typeset first."""
+    from playwright.sync_api import sync_playwright
+
+    if not CHROMIUM.exists():
+        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
+    handler = functools.partial(_Quiet, directory=str(source))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM),
+                                        args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1100, "height": 1400})
+            page.set_default_timeout(300_000)
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/{ROOT_PAGE}.html",
+                      wait_until="load")
+            page.evaluate(WAIT_FOR_MATH)
+            page.add_style_tag(content=PRINT_CSS + ("" if solutions else NO_SOLUTIONS_CSS))
+            page.evaluate(OPEN_ALL)
+            page.emulate_media(media="print")
+            page.evaluate(WAIT_FOR_MATH)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            page.pdf(path=str(out), format="A4", print_background=True,
+                     margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"},
+                     display_header_footer=True, header_template="<span></span>",
+                     footer_template='<div style="font-size:8px; width:100%; text-align:center">'
+                                     '<span class="pageNumber"></span></div>')
+            browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--no-solutions", action="store_true",
+                        help="leave the solutions out (default: printed after each exercise)")
+    parser.add_argument("--no-build", action="store_true",
+                        help="print the existing single-page build")
+    args = parser.parse_args(argv)
+    if not args.no_build:
+        build_single_page()
+    print_pdf(SOURCE, args.out, solutions=not args.no_solutions)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The book's PDF (`make pdf`, scripts/make_pdf.py), read back with pypdf.
+
+Built once per session from the single-page build (which takes the chapter stage's saved
+runs, so nothing executes again), printed twice: with the solutions (the default) and without.
+The expected titles, box, equation and figure numbers come from the label index of the pages
+(scripts/bookindex.py), which the site tests compare with what Sphinx prints.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from bookutils import ROOT, chapter_notebooks, read_notebook
+
+pytestmark = pytest.mark.browser
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def text_of(path: Path) -> tuple[int, str]:
+    """(pages, the text of every page, ligatures and spacing normalised)."""
+    import pypdf
+
+    reader = pypdf.PdfReader(path)
+    text = "\n".join(page.extract_text() or "" for page in reader.pages)
+    return len(reader.pages), re.sub(r"[ \t]+", " ", unicodedata.normalize("NFKC", text))
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory, vendor) -> dict[str, tuple[int, str]]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    import make_pdf
+
+    folder = tmp_path_factory.mktemp("pdf")
+    make_pdf.build_single_page()
+    out = {}
+    for name, solutions in (("full", True), ("no-solutions", False)):
+        make_pdf.print_pdf(make_pdf.SOURCE, folder / f"{name}.pdf", solutions=solutions)
+        out[name] = text_of(folder / f"{name}.pdf")
+    return out
+
+
+def index():
+    from bookindex import book_index
+
+    return book_index(ROOT)
+
+
+def test_every_chapter_box_and_figure_is_in_the_pdf(pdfs):
+    """Every page title of the toc, every numbered box and exercise ("Definition 2.3"), every
+    figure number ("Fig. 3.1") appears; a book-length page count. Bugs caught: a chapter
+    missing from the single page, figures not loaded when printing, numbers lost."""
+    pages, text = pdfs["full"]
+    assert 100 < pages < 2000, pages
+    flat = re.sub(r"\s+", " ", text)
+    book = index()
+    missing = [t.title for t in book.pages.values() if t.title and t.title not in flat]
+    assert not missing, f"page titles not in the PDF: {missing}"
+    numbered = {f"{'Fig.' if t.kind == 'figure' else t.kind.capitalize()} {t.number}"
+                for t in book.labels.values()
+                if t.number and t.kind not in ("equation", "section", "page")}
+    assert len(numbered) > 40
+    absent = sorted(n for n in numbered if n not in flat)
+    assert not absent, f"numbers not in the PDF: {absent}"
+
+
+def test_no_raw_myst_or_tex_in_the_pdf(pdfs):
+    """MathJax typeset every formula and no MyST markup is printed. Bugs caught: printing
+    before MathJax finished ($$, \\( left), a directive the single-page build did not
+    render, a collapsed solution printed as its toggle ("Click to show")."""
+    _, text = pdfs["full"]
+    leftovers = {what: text.count(what) for what in
+                 ("$$", "\\(", "\\[", "\\begin{", "{glue", "{prf:", "```{", ":::", "{eq}",
+                  "{ref}", "{doc}", "Click to show")}
+    assert not any(leftovers.values()), {k: v for k, v in leftovers.items() if v}
+
+
+def test_solutions_are_printed_or_left_out_by_the_switch(pdfs):
+    """With the answer key, every solution of the book is printed (its heading "Solution" and
+    its code); with --no-solutions none is, and the exercises stay. Bug caught: solutions
+    printed collapsed (title only), or the switch removing the exercises too."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gates
+
+    solved = []          # (exercise, every line of its chapter that students see)
+    for path in chapter_notebooks():
+        nb = read_notebook(path)
+        seen = {line.strip() for cell in gates.student_notebook(nb).cells
+                for line in cell.source.splitlines()}
+        for exercise in gates.exercises(gates.pieces(nb)).values():
+            if exercise.has_solution:
+                solved.append((exercise, seen))
+    assert solved
+    _, full = pdfs["full"]
+    _, bare = pdfs["no-solutions"]
+    def own_line(exercise, seen) -> str:
+        """A line of the solution's code that no other cell of the chapter has."""
+        return next(re.sub(r"\s+", " ", line.strip()) for source in exercise.solutions
+                    for line in source.splitlines()
+                    if 12 < len(line.strip()) < 60 and line.strip() not in seen)
+
+    code = [own_line(e, seen) for e, seen in solved if e.solutions]
+    headings = full.count("Solution") - bare.count("Solution")   # the prose may say it too
+    assert headings >= len(solved), (headings, len(solved))
+    flat_full, flat_bare = re.sub(r"\s+", " ", full), re.sub(r"\s+", " ", bare)
+    assert all(line in flat_full for line in code), [c for c in code if c not in flat_full]
+    assert not [line for line in code if line in flat_bare]
+    exercises = sorted({f"Exercise {t.number}" for t in index().labels.values()
+                        if t.kind == "exercise" and t.number})
+    assert exercises and all(e in re.sub(r"\s+", " ", bare) for e in exercises)
