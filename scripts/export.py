@@ -111,13 +111,24 @@ DROPPED = {"bibliography", "chapter-times", "toctree", "tableofcontents", "exerc
 
 _ROLE = re.compile(r"\{(?P<name>[\w:+-]+)\}`(?P<content>[^`]*)`")
 _SUBSTITUTION = re.compile(r"\{\{.+?\}\}", re.S)
-# a role, or a code span: both left to themselves by the substitutions
-_ROLE_OR_CODE = re.compile(r"\{[\w:+-]+\}`[^`]*`|(?P<ticks>`+)(?:(?!(?P=ticks)).)+(?P=ticks)",
-                           re.S)
+# What myst-parser reads before substitutions and links, so they are left as written: a role,
+# a code span, inline math ($...$, which myst parses first), an autolink, an escaped brace.
+_LEFT_ALONE = re.compile(r"\{[\w:+-]+\}`[^`]*`|(?P<ticks>`+)(?:(?!(?P=ticks)).)+(?P=ticks)"
+                         r"|(?<![\\$])\$(?![\s$])(?:[^$\\]|\\.)+?(?<!\s)\$(?!\d)|<[a-z][\w+.-]*:[^<>\s]*>|\\\{",
+                         re.S)
 # a relative Markdown link to a page source: `](<page>.md)`, `](../<page>.md#<section>)`
 _PAGE_LINK = re.compile(r"\]\((?P<target>(?![a-z][\w+.-]*:|#|/)[^()\s#]+\.(?:md|ipynb))"
                         r"(?P<anchor>#[^()\s]*)?\)")
 _EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
+
+
+def _outside_literals(text: str, convert) -> str:
+    """``text`` with ``convert`` applied to the stretches outside :data:`_LEFT_ALONE`."""
+    out, pos = [], 0
+    for span in _LEFT_ALONE.finditer(text):
+        out += [convert(text[pos:span.start()]), span[0]]
+        pos = span.end()
+    return "".join(out + [convert(text[pos:])])
 
 
 class ExportError(ValueError):
@@ -144,7 +155,8 @@ class _Converter:
     # --- inline roles
     def roles(self, text: str) -> str:
         """Prose: substitutions filled in, roles converted, links to pages re-pointed."""
-        return _ROLE.sub(self.role, _PAGE_LINK.sub(self.page_link, self.substitute(text)))
+        text = _outside_literals(text, lambda piece: _PAGE_LINK.sub(self.page_link, piece))
+        return _ROLE.sub(self.role, self.substitute(text))
 
     def substitute(self, text: str) -> str:
         """``{{ expression }}`` outside code spans, rendered as myst-parser renders it (Jinja,
@@ -159,11 +171,7 @@ class _Converter:
             except jinja2.TemplateError as error:
                 raise self.fail(f"the substitution {m[0]} ({error})") from error
 
-        out, pos = [], 0
-        for span in _ROLE_OR_CODE.finditer(text):    # code spans stay as written
-            out += [_SUBSTITUTION.sub(render, text[pos:span.start()]), span[0]]
-            pos = span.end()
-        return "".join(out + [_SUBSTITUTION.sub(render, text[pos:])])
+        return _outside_literals(text, lambda piece: _SUBSTITUTION.sub(render, piece))
 
     def page_link(self, m: re.Match) -> str:
         """A Markdown link to a page of the book (``[text](<page>.md#<anchor>)``), re-pointed as a
@@ -188,14 +196,15 @@ class _Converter:
         base = PurePosixPath(self.docname).parent
         return os.path.normpath(str(base / target)).replace(os.sep, "/")
 
-    def _anchor(self, target: Target, text: str) -> str:
-        """``text``, linked to the target's notebook or page (to the heading of a section)."""
+    def _anchor(self, target: Target, text: str, label: str = "") -> str:
+        """``text``, linked to the target's notebook or page (to the heading of a section,
+        ``label`` its ``(label)=``)."""
         href = "" if target.docname == self.docname else self._href(target.docname)
         if target.kind == "section":
             if self.index.site_url and href.startswith(self.index.site_url):
-                from docutils.nodes import make_id   # Sphinx's section ids
+                from docutils.nodes import make_id   # the id Sphinx gives the label's target
 
-                slug = make_id(target.title)
+                slug = make_id(label or target.title)
             elif href.startswith("http"):   # GitHub's heading anchors
                 slug = re.sub(r"[^\w\- ]", "", target.title.lower()).replace(" ", "-")
             else:                         # JupyterLab's heading anchors
@@ -237,7 +246,7 @@ class _Converter:
             kind = target.kind.capitalize()
             head = f"{kind} {target.number}" if target.number else kind
             shown = f"{head} ({target.title})" if target.title else head
-        return self._anchor(target, shown)
+        return self._anchor(target, shown, label)
 
     def _cite_role(self, name: str, content: str) -> str:
         keys = [k.strip() for k in content.split(",") if k.strip()]

@@ -93,6 +93,9 @@ def pieces(nb: nbformat.NotebookNode) -> list[Piece]:
                 role, label = "solution-code", solution
             elif exercise and STUB_TAG in tags:
                 role, label = "stub", exercise
+            elif CHECK_TAG in tags and exercise:
+                raise ValueError(f"an {CHECK_TAG} cell inside the exercise {exercise} (it comes "
+                                 f"after the exercise, or after its solution)")
             elif CHECK_TAG in tags and last:
                 role, label = "check", last
             else:

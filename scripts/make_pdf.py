@@ -40,15 +40,13 @@ PRINT_CSS = """
 .toggle-hidden { display: block !important; visibility: visible !important; height: auto !important; }
 img { max-width: 100% !important; page-break-inside: avoid; }
 div.cell_output, figure, .admonition, .proof { page-break-inside: avoid; }
-h1 { page-break-before: always; }
-pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+span[id^="document-"] + section { break-before: page; }   /* each page of the book */
+pre { white-space: pre-wrap !important; overflow-wrap: anywhere; font-size: 0.78em !important; }
 """
 NO_SOLUTIONS_CSS = ".solution { display: none !important; }"
 OPEN_ALL = """() => {
   document.querySelectorAll('details').forEach(d => { d.open = true; });
   document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
-  const first = document.querySelector('h1');   // no blank page before the book's title
-  if (first) first.style.setProperty('page-break-before', 'avoid', 'important');
 }"""
 WAIT_FOR_MATH = """async () => {
   if (window.MathJax && MathJax.startup) await MathJax.startup.promise;

@@ -78,7 +78,7 @@ def directive_options(body: list[str]) -> tuple[dict, list[str]]:
 
 def _directive(token) -> tuple[str, str] | None:
     """(name, argument) of a fence token that opens a directive, else None."""
-    found = re.match(r"^\{(?P<name>[^}\s]+)\}\s*(?P<arg>.*?)\s*$", token.info)
+    found = re.match(r"^\{(?P<name>[^}\s]+)\}\s*(?P<arg>.*?)\s*$", token.info.strip())
     return (found["name"], found["arg"]) if found else None
 
 

@@ -39,8 +39,8 @@ def softmax(a, *, axis: int = -1) -> np.ndarray:
 
     Raises
     ------
-    ValueError : ``a`` holds NaN or +inf, every entry of a slice along ``axis`` is -inf, or
-        ``axis`` is not an axis of ``a`` (a bool included).
+    ValueError : ``a`` holds NaN or +inf, every entry of a slice along ``axis`` is -inf,
+        ``axis`` is not an axis of ``a`` (a bool included), or ``a`` has no entry along it.
     TypeError : ``a`` is None, complex or not numeric.
 
     Examples
@@ -53,6 +53,8 @@ def softmax(a, *, axis: int = -1) -> np.ndarray:
     a = _checks.as_float_array(a, "a")
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -a.ndim <= axis < a.ndim:
         raise ValueError(f"axis: expected an axis of an array with {a.ndim} dimensions, got {axis!r}")
+    if a.shape[axis] == 0:     # numpy's max would fail with its own "zero-size array" message
+        raise ValueError(f"a: no logit along axis {axis} (shape {a.shape})")
     if not np.isfinite(a).all():
         _checks.finite(np.where(a == -np.inf, 0.0, a), "a")  # names the first NaN or +inf
         if a.size and np.any(np.max(a, axis=axis) == -np.inf):
@@ -553,8 +555,8 @@ def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
     Raises
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
-        v not (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the
-        message names the argument.
+        v not (d,)), a label is not -1 or +1, or a value is NaN or inf; the message names
+        the argument.
         A score or L* beyond float64 names v; an unknown loss name names
         loss.
     TypeError : X, Y or v is None, complex or not numeric, or ``loss`` is neither a string nor a

@@ -33,9 +33,9 @@ def optimal_indices(X, Y, v) -> np.ndarray:
     Raises
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
-        (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
-        the argument. Two tokens tied for the highest score name "X, Y, v" and the sequence.
-    TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included).
+        (d,)), a label is not -1 or +1, or a value is NaN or inf; the message names the
+        argument. Two tokens tied for the highest score name "X, Y, v" and the sequence.
+    TypeError : X, Y or v is not a real numeric array (None included).
 
     Examples
     --------

@@ -277,6 +277,8 @@ CASES = [  # (id, call, error, message that must match at the start)
     ("risk_W W None", lambda: mm.risk_W(X, Y, v, None, p), TypeError, r"^W: "),
     ("risk_grad_W v wrong", lambda: mm.risk_grad_W(X, Y, np.ones(4), np.eye(3), p), ValueError, r"^v: "),
     # found by the docstring review: a batch of heads passed validation, then crashed in torch
+    # found by a review: numpy's own "zero-size array" error, not naming a
+    ("softmax no logit", lambda: mm.softmax(np.zeros((2, 0))), ValueError, r"^a: no logit"),
     ("risk_grad_W v batched", lambda: mm.risk_grad_W(X, Y, np.ones((2, 3)), np.eye(3), p), ValueError,
      r"^v: expected shape \(3,\)"),
     ("optimal_risk batched v", lambda: mm.optimal_risk(X, Y, np.ones((2, 3))), ValueError,

@@ -256,8 +256,8 @@ def test_blocks_inside_list_items_and_quotes_stay_there():
 
 
 def test_site_links_substitutions_and_links_to_page_sources(tmp_path):
-    """With ``html: baseurl`` set, pages without a notebook are linked on the site (section
-    ids as Sphinx writes them); a Markdown link to a page's source (`[x](<page>.md)`) is
+    """With ``html: baseurl`` set, pages without a notebook are linked on the site (a {ref}
+    to a section at its label, an id Sphinx always writes: a title's slug is not unique); a Markdown link to a page's source (`[x](<page>.md)`) is
     re-pointed like {doc}; `{{ expr }}` is rendered with myst_substitutions outside code
     spans. Bugs caught: relative `.md` links left dead in the notebook, appendices linked as
     raw MyST on GitHub, raw Jinja left in the prose, a substitution made inside code."""
@@ -269,7 +269,8 @@ def test_site_links_substitutions_and_links_to_page_sources(tmp_path):
         config.write("html:\n  baseurl: https://example.github.io/minibook/\n"
                      "parse:\n  myst_substitutions:\n    repo_url: https://example.org/r\n")
     source = ('See [the notes](appendix-notes.md#times-of-the-chapters), [two](02-second.md), '
-              '{ref}`the times <notes-times>` and ({{ "<" ~ repo_url ~ ">" }}); `{{ kept }}` stays.')
+              '{ref}`the times <notes-times>` and ({{ "<" ~ repo_url ~ ">" }}); `{{ kept }}` stays, '
+              r'so do $\hat{{p}}$, `[x](missing.md)` and <https://example.org/{{kept}}>.')
 
     def export_cell(text: str) -> str:
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)])
@@ -278,8 +279,9 @@ def test_site_links_substitutions_and_links_to_page_sources(tmp_path):
     assert export_cell(source) == (
         "See [the notes](https://example.github.io/minibook/chapters/appendix-notes.html"
         "#times-of-the-chapters), [two](02-second.ipynb), [the times](https://example.github.io"
-        "/minibook/chapters/appendix-notes.html#times-of-the-chapters) and "
-        "(<https://example.org/r>); `{{ kept }}` stays.")
+        "/minibook/chapters/appendix-notes.html#notes-times) and "
+        "(<https://example.org/r>); `{{ kept }}` stays, so do $\\hat{{p}}$, `[x](missing.md)` "
+        "and <https://example.org/{{kept}}>.")
     with pytest.raises(ValueError, match="no page 'chapters/missing'"):
         export_cell("[gone](missing.md)")
     with pytest.raises(ValueError, match="substitution"):

@@ -171,3 +171,22 @@ def test_gates_that_cannot_be_split_raise(broken, message):
         gates.student_notebook(notebook(*broken))
     with pytest.raises(ValueError, match=message):
         nbgrader_notebook(notebook(*broken))
+
+
+def test_a_fence_with_a_space_before_its_directive_is_a_directive():
+    """```` ``` {solution} ex ```` (a space after the backticks) is a solution on the site, as
+    myst-parser strips the fence's info string. Bug caught (found by an independent review):
+    the reader kept the space, took it for a plain code block, and the student pack printed
+    the solution in a code block."""
+    nb = notebook(("md", "```{exercise} E\n:label: ex-s\n```\n\n``` {solution} ex-s\n"
+                         "Because SECRET.\n```"))
+    text = "\n".join(c.source for c in gates.student_notebook(nb).cells)
+    assert "SECRET" not in text and "{exercise}" in text
+
+
+def test_a_check_inside_its_exercise_is_refused():
+    """An exercise-check cell before {exercise-end} would be neither a check nor graded: it
+    raises. Bug caught: the misplaced check silently became an ordinary locked cell."""
+    broken = GATED[:2] + [GATED[6]] + GATED[2:6]
+    with pytest.raises(ValueError, match="inside the exercise ex-square"):
+        gates.student_notebook(notebook(*broken))
