@@ -120,8 +120,8 @@ MUTANTS = [
            "mu_full[rows] = mu * (L / norms[rows])",
            ("test_svm.py",)),
     Mutant("svm.py", "W-SVM closed form transposed: z u^T instead of u z^T",
-           "np.outer(u, Z) / (Z @ Z)",
-           "np.outer(Z, u) / (Z @ Z)",
+           "np.outer(u, unit) / (unit @ unit) / top",
+           "np.outer(unit, u) / (unit @ unit) / top",
            ("test_svm.py",)),
     Mutant("svm.py", "cache/key bug: the solver registry maps 'fast' to the cvxpy solver",
            '"fast": _solve_fast',
@@ -480,6 +480,14 @@ MUTANTS = [
            "            elif small > 0:                 # a zero gradient: no step",
            "            elif True:                      # a zero gradient: no step",
            ("test_scale_gd.py",)),
+    Mutant("svm.py", "shared-query W-SVM lifted as u p^T / (p @ p) without scaling p first",
+           "    return np.outer(u, unit) / (unit @ unit) / top",
+           "    return np.outer(u, p) / (p @ p)",
+           ("test_scale.py",)),
+    Mutant("svm.py", "W-SVM constraint values that overflow returned instead of refused",
+           "    if not np.all(np.isfinite(values[others])):",
+           "    if False:",
+           ("test_scale.py",)),
 ]
 
 

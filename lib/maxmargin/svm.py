@@ -971,15 +971,20 @@ def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVM
         return _w_problem(D, alpha, Z)
 
     if Z.ndim == 1:  # closed form from u^mm = ATT-SVM on the raw tokens
-        program = Program(D[others], np.ones(others.sum()), readable,
-                           lift=lambda u: np.outer(u, Z) / (Z @ Z))
+        program = Program(D[others], np.ones(others.sum()), readable, lift=lambda u: _lift(u, Z))
     else:
         G, _, _ = _w_rows(D, alpha, Z)
         program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
     W = _run(solve, program, lambda: _w_infeasible(D, alpha, Z), "X")[0]
 
     each = np.broadcast_to(Z, (n, d))
-    values = np.where(others, np.einsum("ita,ab,ib->it", D, W, each), np.inf)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.where(others, np.einsum("ita,ab,ib->it", D, W, each), np.inf)
+    if not np.all(np.isfinite(values[others])):
+        i = int(np.nonzero(~np.isfinite(np.where(others, values, 0.0)))[0][0])
+        raise ValueError(f"queries: the constraint values (x_{{i,alpha_i}} - x_it)^T W z_i of "
+                         f"sequence {i} at the solution exceed float64 (the queries' or the "
+                         "sequences' scales differ by too large a factor); rescale them")
     norm = _ldp.norm(W)
     sizes = _sizes(D) * _ldp.row_norms(each)[:, None]
     return WSVMResult(
@@ -989,6 +994,14 @@ def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVM
         support=_readonly(others & _tight(values, 1.0, sizes, norm, tol)),
         alpha=_readonly(alpha),
     )
+
+
+def _lift(u: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The smallest W (d, d) with W p = u: u p^T / ||p||^2, computed with p divided by its
+    largest entry first, so that ||p||^2 neither under- nor overflows (W scales like 1 / p)."""
+    top = float(np.abs(p).max())
+    unit = p / top
+    return np.outer(u, unit) / (unit @ unit) / top
 
 
 def _w_infeasible(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> Exception:

@@ -109,6 +109,50 @@ def test_w_svm_is_scale_covariant(seed, c):
                                atol=1e-8 * np.linalg.norm(reference))
 
 
+WIDE_SCALES = st.integers(-300, 300).map(lambda k: 10.0 ** k)
+
+
+@lru_cache(maxsize=None)
+def shared_query_data(seed: int):
+    """Tokens, one shared query p, and the W-SVM u p^T / ||p||^2 with u the ATT-SVM of the raw
+    tokens by Clarabel (the constraints see W only through W p)."""
+    X = planted(300 + seed)
+    p = np.random.default_rng(seed).normal(size=3)
+    return X, p, np.outer(clarabel(att_rows(X)), p) / (p @ p)
+
+
+@given(seed=st.integers(0, 3), c=WIDE_SCALES)
+@SETTINGS
+def test_w_svm_with_a_shared_query_is_scale_covariant(seed, c):
+    """Bug caught (issue 22, cause 2): the shared-query closed form divided by p @ p, which
+    overflows for p * 1e200 (W came out 0) and underflows for p * 1e-200 (W inf), and lost
+    accuracy without refusal at p * 1e-160. W^mm must scale like 1 / c."""
+    X, p, reference = shared_query_data(seed)
+    result = mm.w_svm(X, np.zeros(3, int), queries=p * c)
+    np.testing.assert_allclose(result.W * c, reference, rtol=1e-6,
+                               atol=1e-8 * np.linalg.norm(reference))
+    assert np.all(np.isfinite(result.constraints[:, 1:]))
+
+
+@given(seed=st.integers(0, 3), c=WIDE_SCALES)
+@SETTINGS
+def test_w_svm_with_per_sequence_queries_is_scale_covariant(seed, c):
+    """Bug caught: queries scaled by c solved in absolute units (W^mm must scale like 1 / c)."""
+    X, Z, reference = w_data(seed)
+    result = mm.w_svm(X, np.zeros(3, int), queries=Z * c)
+    np.testing.assert_allclose(result.W * c, reference, rtol=1e-6,
+                               atol=1e-8 * np.linalg.norm(reference))
+
+
+def test_w_svm_refuses_queries_whose_constraint_values_leave_float64():
+    """Bug caught (issue 22, cause 2): queries of scales 1e-200, 1 and 1e200 returned a W whose
+    constraint values for the third sequence were NaN (their exact values are about 1e400:
+    the multipliers of that sequence vanish, so W z_3 is of order ||W|| ||z_3||, 1e200 * 1e200)."""
+    X, Z, _ = w_data(0)
+    with pytest.raises(ValueError, match=r"^queries: .* sequence 2 .* exceed float64"):
+        mm.w_svm(X, np.zeros(3, int), queries=Z * np.array([1e-200, 1.0, 1e200])[:, None])
+
+
 @given(c=SCALES)
 @settings(max_examples=6, deadline=None, derandomize=True)
 def test_locally_optimal_selections_do_not_depend_on_the_scale(c):
