@@ -488,6 +488,10 @@ MUTANTS = [
            "    if not np.all(np.isfinite(values[others])):",
            "    if False:",
            ("test_scale.py",)),
+    Mutant("heads.py", "optimal sets: a threshold that empties a sequence's set accepted",
+           "    if np.any(empty):\n        i = int(np.argmax(empty))\n        raise ValueError(f\"threshold:",
+           "    if False:\n        i = int(np.argmax(empty))\n        raise ValueError(f\"threshold:",
+           ("test_paths.py",)),
 ]
 
 

@@ -412,7 +412,8 @@ def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshol
     Y : (n,) labels in {-1, +1}.
     head : the :class:`MLPHead` psi, with input size d.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
-    threshold : keyword-only, the weight above which a token is in its set (default 1e-3).
+    threshold : keyword-only, the weight in (0, 1) above which a token is in its set (default
+        1e-3).
     max_work : keyword-only, cap on the estimated work (default MAX_WORK = 2e8).
 
     Returns
@@ -422,9 +423,10 @@ def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshol
     Raises
     ------
     ValueError : X is not (n, T, d) with n, d >= 1 and T >= 2, Y is not (n,) or has a label other
-        than -1 and +1, a value is NaN or inf, the head's input size is not d, ``threshold`` or
-        ``max_work`` is not a finite positive number, the loss name is unknown, or the estimated
-        work exceeds ``max_work``.
+        than -1 and +1, a value is NaN or inf, the head's input size is not d, ``threshold`` is
+        not in (0, 1) or leaves a sequence without a token (every optimal weight of that
+        sequence at or below it), ``max_work`` is not a finite positive number, the loss name
+        is unknown, or the estimated work exceeds ``max_work``.
     TypeError : X or Y is not a real numeric array, ``head`` is not an MLPHead, ``threshold`` or
         ``max_work`` is not a number, or ``loss`` is neither a string nor a ``Loss``.
 
@@ -444,9 +446,18 @@ def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshol
     X = _checks.tokens(X)
     n, T, d = X.shape
     Y = _checks.labels(Y, n)
-    return _optimal_sets(X, Y, _head(head, d), get_loss(loss),
-                         _checks.positive_float(threshold, "threshold"),
+    return _optimal_sets(X, Y, _head(head, d), get_loss(loss), _threshold(threshold),
                          _checks.positive_float(max_work, "max_work"))
+
+
+def _threshold(threshold) -> float:
+    """A weight threshold in (0, 1): the weights of a sequence sum to 1, so at 1 or above
+    every set would be empty."""
+    threshold = _checks.positive_float(threshold, "threshold")
+    if threshold >= 1:
+        raise ValueError(f"threshold: expected a weight in (0, 1), got {threshold:g} (the weights "
+                         "of a sequence sum to 1, so no token's weight exceeds it)")
+    return threshold
 
 
 def _optimal_sets(X, Y, head: MLPHead, loss: Loss, threshold: float, max_work: float) -> OptimalSets:
@@ -481,7 +492,13 @@ def _optimal_sets(X, Y, head: MLPHead, loss: Loss, threshold: float, max_work: f
             found.append((fun(s)[0], tuple(s)))
         value, s = min(found)
         weights[i], best[i] = s, value
-    return OptimalSets(weights, weights > threshold, best)
+    sets = weights > threshold
+    empty = ~sets.any(axis=1)
+    if np.any(empty):
+        i = int(np.argmax(empty))
+        raise ValueError(f"threshold: {threshold:g} leaves sequence {i} without a token (its "
+                         f"largest optimal weight is {weights[i].max():.6g}); use a smaller threshold")
+    return OptimalSets(weights, sets, best)
 
 
 def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
@@ -623,7 +640,7 @@ def set_direction(X, Y, head: MLPHead, *, W=None, loss: str | Loss = "logistic",
     n, T, d = prob.shape
     Y = _checks.labels(Y, n)
     head, loss = _head(head, d), get_loss(loss)
-    opt = _optimal_sets(prob.X, Y, head, loss, _checks.positive_float(threshold, "threshold"),
+    opt = _optimal_sets(prob.X, Y, head, loss, _threshold(threshold),
                         _checks.positive_float(max_work, "max_work"))
     sets = _checks.token_sets(opt.sets, n, T, proper=True, name="the optimal sets")
     return SetDirection(opt, _set_svm(prob.keys, sets), _set_offset(prob, Y, head, sets, loss))

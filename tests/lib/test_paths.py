@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import brentq
 
 import maxmargin as mm
@@ -110,6 +112,27 @@ def test_mixing_threshold_and_weight(beta):
     # the offset realises that mixture: logit gap log(s / (1 - s)) along k_0 - k_1 = (0, 1)
     p_fin = mm.set_offset(ex.X, ex.Y, ex.head, opt.sets, W=ex.W)
     np.testing.assert_allclose(p_fin, [0.0, np.log(s / (1 - s)), 0.0, 0.0], atol=1e-7)
+
+
+@given(threshold=st.floats(1e-6, 1.5))
+@settings(max_examples=25, deadline=None, derandomize=True)
+def test_optimal_sets_never_leave_a_sequence_without_a_token(threshold):
+    """Bug caught (issue 22, cause 4): thresholds 0.6, 1.0 and 1.5 on the weights 0.584 / 0.416
+    of the mixing example returned empty sets. The weight s* solves a1 sech^2(beta s) =
+    a2 sech^2(beta (1 - s)) (brentq here): below 1 - s* both tokens are in the set, up to s*
+    only token 0, from s* on the call must refuse, naming threshold."""
+    a1, a2, beta = 1.0, 0.6, 2.0
+    ex = mm.data.mixing_example(beta=beta, a=(a1, a2))
+    s = brentq(lambda s: a1 / np.cosh(beta * s) ** 2 - a2 / np.cosh(beta * (1 - s)) ** 2, 0.5, 1.0)
+    if abs(threshold - s) < 1e-6 or abs(threshold - (1 - s)) < 1e-6:
+        return  # within the optimizer's accuracy of a weight: either answer is right
+    if threshold >= s:
+        with pytest.raises(ValueError, match="^threshold: "):
+            mm.optimal_sets(ex.X, ex.Y, ex.head, threshold=threshold)
+        return
+    sets = mm.optimal_sets(ex.X, ex.Y, ex.head, threshold=threshold).sets
+    expected = [True, threshold < 1 - s, False, False]
+    np.testing.assert_array_equal(sets, [expected] * 2)
 
 
 def test_set_offset_is_stationary_for_the_restricted_risk():
