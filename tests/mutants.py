@@ -492,6 +492,10 @@ MUTANTS = [
            "    if np.any(empty):\n        i = int(np.argmax(empty))\n        raise ValueError(f\"threshold:",
            "    if False:\n        i = int(np.argmax(empty))\n        raise ValueError(f\"threshold:",
            ("test_paths.py",)),
+    Mutant("_checks.py", "a masked array's mask ignored (the values under it used)",
+           "    if hidden.any():\n        where = tuple(",
+           "    if False:\n        where = tuple(",
+           ("test_errors.py",)),
 ]
 
 

@@ -2,7 +2,9 @@
 "Max-Margin Token Selection in Attention Mechanism" (Tarzanagh, Li, Zhang, Oymak; NeurIPS 2023).
 
 Import it as ``import maxmargin as mm``. Shapes: X (n, T, d), Y (n,), v (d,), W (d, d) or None,
-p (..., d). Token indices are 0-based.
+p (..., d). Token indices are 0-based. Arrays may be lists, numpy arrays or torch tensors
+(detached); a numpy masked array is refused when an entry is masked (numpy's conversions drop the
+mask, so its hidden values would be used): fill it or leave those entries out.
 
 The top level holds the paper's concepts (``__all__``); the paper's instances are in
 ``mm.data``, a ``torch.nn`` layer in ``mm.nn``. The book's figures and explorers live apart, in

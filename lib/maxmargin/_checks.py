@@ -18,11 +18,27 @@ def renamed(owner: str, old: str, new: str, what: str) -> property:
     return property(fail)
 
 
+def unmasked(value, name: str):
+    """``value`` itself, or its data if it is a numpy masked array with no entry masked. A masked
+    entry is refused: numpy's conversions drop the mask, so the library would silently compute
+    with the values under it."""
+    if not isinstance(value, np.ma.MaskedArray):
+        return value
+    hidden = np.ma.getmaskarray(value)
+    if hidden.any():
+        where = tuple(int(b) for b in np.argwhere(hidden)[0])
+        raise ValueError(f"{name}: masked arrays with masked entries are not supported (the first "
+                         f"at index {where}): fill them ({name}.filled(value)) or leave them out")
+    return np.ma.getdata(value)
+
+
 def as_float_array(value, name: str) -> np.ndarray:
     """``value`` as a float64 array (a torch tensor detached), refusing None, complex and
-    non-numeric values with a TypeError naming ``name``; not yet checked for shape or NaN."""
+    non-numeric values with a TypeError naming ``name``, and masked entries (:func:`unmasked`);
+    not yet checked for shape or NaN."""
     if value is None:
         raise TypeError(f"{name}: expected an array of numbers, got None")
+    value = unmasked(value, name)
     if callable(getattr(value, "detach", None)):  # a torch tensor, perhaps with requires_grad
         value = value.detach().cpu()
     if np.iscomplexobj(value):  # before the cast, which would warn and drop the imaginary part
@@ -133,7 +149,7 @@ def queries(Z, n: int, d: int, name: str = "queries") -> np.ndarray:
 
 def indices(alpha, n: int, T: int, name: str = "alpha") -> np.ndarray:
     """One token index per sequence, shape (n,), ints in [0, T)."""
-    arr = np.asarray(alpha)
+    arr = np.asarray(unmasked(alpha, name))
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
@@ -150,7 +166,7 @@ def indices(alpha, n: int, T: int, name: str = "alpha") -> np.ndarray:
 
 def mask(m, n: int, name: str) -> np.ndarray:
     """A boolean mask over sequences, shape (n,)."""
-    arr = np.asarray(m)
+    arr = np.asarray(unmasked(m, name))
     if arr.dtype != bool:
         raise TypeError(f"{name}: expected a boolean mask of shape ({n},), got dtype {arr.dtype}")
     if arr.shape != (n,):
@@ -163,7 +179,7 @@ def token_sets(sets, n: int, T: int, proper: bool = False, name: str = "sets") -
 
     With ``proper`` every set must also leave at least one token out (as the set-SVM needs).
     """
-    arr = np.asarray(sets)
+    arr = np.asarray(unmasked(sets, name))
     if arr.dtype != bool:
         raise TypeError(f"{name}: expected a boolean mask of shape ({n}, {T}), got dtype {arr.dtype}")
     if arr.shape != (n, T):

@@ -109,7 +109,7 @@ def mlp_head(a, B, *, b=None) -> MLPHead:
     >>> round(float(head.value([1.0, 0.0])), 4)  # tanh(0) + 0.6 tanh(2)
     0.5784
     """
-    B = np.asarray(B, dtype=np.float64)
+    B = _checks.as_float_array(B, "B")
     return MLPHead(a, B, np.zeros(B.shape[0]) if b is None and B.ndim == 2 else b)
 
 

@@ -46,7 +46,28 @@ CASES = [
     ("random T", lambda: mm.data.random_instance(3, 1, 4, seed=0), ValueError, r"T: must be >= 2"),
     ("infeasible selection", lambda: mm.att_svm([[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]], [1]), ValueError,
      r"alpha: .*infeasible.*sequence 0"),
+    # issue 22, cause 7: numpy drops a mask on conversion, so the masked values were used
+    ("X masked", lambda: mm.optimal_indices(masked(X, (0, 1, 2)), Y, v), ValueError,
+     r"^X: masked arrays .* index \(0, 1, 2\)"),
+    ("p0 masked", lambda: mm.gd(X, Y, v, masked(p, (1,)), 3, 0.1), ValueError, r"^p0: masked"),
+    ("alpha masked", lambda: mm.att_svm(X, masked(np.zeros(3, int), (2,))), ValueError, r"^alpha: masked"),
+    ("sets masked", lambda: mm.head_attention(X, p, sets=masked(np.ones((3, 7), bool), (0, 0))),
+     ValueError, r"^sets: masked"),
+    ("softmax masked", lambda: mm.softmax(masked(np.zeros(3), (0,))), ValueError, r"^a: masked"),
 ]
+
+
+def masked(a, index):
+    """``a`` as a numpy masked array with the entry at ``index`` masked."""
+    hidden = np.zeros(np.shape(a), bool)
+    hidden[index] = True
+    return np.ma.masked_array(a, mask=hidden)
+
+
+def test_a_masked_array_with_nothing_masked_is_its_data():
+    """Bug caught: every masked array refused, or its data replaced by the fill value."""
+    data = np.ma.masked_array(X, mask=np.zeros(X.shape, bool))
+    np.testing.assert_array_equal(mm.scores(data, Y, v), mm.scores(X, Y, v))
 
 
 @pytest.mark.parametrize("name,call,error,message", CASES, ids=[c[0] for c in CASES])
