@@ -496,6 +496,14 @@ MUTANTS = [
            "    if hidden.any():\n        where = tuple(",
            "    if False:\n        where = tuple(",
            ("test_errors.py",)),
+    Mutant("nn.py", "layer's attention: logits beyond float64 softmaxed as they are (NaN)",
+           "        if bool(torch.isfinite(logits).all()):\n            return torch.softmax(logits, dim=-1)",
+           "        if True:\n            return torch.softmax(logits, dim=-1)",
+           ("test_nn.py",)),
+    Mutant("_kernels.py", "cosine without unit scaling: norms of 1e200 vectors overflow",
+           "    a, b = _unit_scale(a), _unit_scale(b)\n",
+           "",
+           ("test_scale_gd.py",)),
 ]
 
 

@@ -78,9 +78,17 @@ class PromptAttention(nn.Module):
         return self.key.weight.T @ self.query.weight
 
     def attention(self, X: torch.Tensor) -> torch.Tensor:
-        """Attention weights softmax(K q) with keys K = X W_k^T and query q = W_q p, shape (n, T)."""
+        """Attention weights softmax(K q) with keys K = X W_k^T and query q = W_q p, shape (n, T).
+
+        Logits beyond float64 (while K and q are finite) are handled at unit scale: the weights
+        are then the exact ones rounded (one-hot on the largest logit, shared among ties), not
+        NaN. A key or query beyond float64 raises ValueError naming X and p."""
         X = self._tokens(X)
-        return torch.softmax(self.key(X) @ self.query(self.p), dim=-1)
+        keys, query = self.key(X), self.query(self.p)
+        logits = keys @ query
+        if bool(torch.isfinite(logits).all()):
+            return torch.softmax(logits, dim=-1)
+        return _softmax_of_product(keys, query)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         """The output f(X_i) = v^T X_i^T softmax(X_i W p) of each sequence, shape (n,), for X of
@@ -98,6 +106,20 @@ class PromptAttention(nn.Module):
         if not X.is_floating_point():
             X = X.to(self.p.dtype)
         return X
+
+
+def _softmax_of_product(keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """softmax over tokens of keys (n, T, d) @ query (d,) whose products leave float64: with
+    a = max |keys| and c = max |query|, the logits are a c (keys / a) @ (query / c); their
+    differences from each sequence's largest are taken at unit scale and multiplied by c, then
+    by a, so that a difference beyond float64 becomes -inf (weight 0), never inf - inf."""
+    if not (bool(torch.isfinite(keys).all()) and bool(torch.isfinite(query).all())):
+        raise ValueError("X, p: the keys X W_k^T or the query W_q p leave float64; rescale the "
+                         "tokens, the prompt or the key and query maps")
+    a, c = keys.abs().max(), query.abs().max()
+    unit = (keys / a) @ (query / c)
+    shifted = unit - unit.max(dim=-1, keepdim=True).values
+    return torch.softmax(shifted * c * a, dim=-1)
 
 
 def logistic_risk(model: PromptAttention, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:

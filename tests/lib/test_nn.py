@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import maxmargin as mm
 from maxmargin.nn import PromptAttention, logistic_risk
@@ -55,3 +57,33 @@ def test_layer_with_a_non_symmetric_W_is_the_formula():
     layer = PromptAttention(3, p=p, v=v, W=W)
     np.testing.assert_allclose(layer.W.detach().numpy(), W, rtol=1e-15, atol=1e-15)
     np.testing.assert_allclose(layer(torch.tensor(X)).detach().numpy(), expected, rtol=1e-12)
+
+
+def exact_attention(X: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """softmax(X p) in 50-digit mpmath from the exact float64 inputs (W = I), rounded."""
+    import mpmath
+
+    with mpmath.workdps(50):
+        weights = []
+        for seq in X:
+            logits = [mpmath.fsum(mpmath.mpf(float(a)) * mpmath.mpf(float(b)) for a, b in zip(x, p))
+                      for x in seq]
+            top = max(logits)
+            e = [mpmath.exp(l - top) for l in logits]
+            weights.append([float(w / mpmath.fsum(e)) for w in e])
+    return np.array(weights)
+
+
+@given(k=st.integers(-300, 300), j=st.integers(-150, 150))
+@settings(max_examples=30, deadline=None, derandomize=True)
+def test_attention_of_the_layer_is_right_at_every_scale(k, j):
+    """Bug caught (issue 22, cause 5): logits beyond float64 (prompt 1e200 on tokens 1e150) gave
+    inf - inf = NaN weights and a NaN output where the exact attention is one-hot and the output
+    finite. Reference: the softmax in 50-digit arithmetic (a tie between tokens 0 and 2 too)."""
+    X = np.array([[[1.0, 0.0], [0.5, 1.0], [1.0, 0.0]], [[0.2, -1.0], [0.3, 0.4], [-2.0, 0.1]]]) * 10.0 ** j
+    p = np.array([1.0, -0.7]) * 10.0 ** k
+    layer = PromptAttention(2, p=p, v=[1.0, 0.5])
+    weights = layer.attention(torch.tensor(X)).detach().numpy()
+    np.testing.assert_allclose(weights, exact_attention(X, p), rtol=1e-12, atol=1e-14)
+    out = layer(torch.tensor(X)).detach().numpy()
+    assert np.all(np.isfinite(out))

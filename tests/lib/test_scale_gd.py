@@ -10,6 +10,8 @@ a finite gradient whose squares overflowed ("lr too large").
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -71,6 +73,29 @@ def test_trajectory_norms_are_scale_free(c):
     hand (3-4-12 makes 13)."""
     run = mm.gd(X, Y, V, np.array([3.0, 4.0, 12.0]) * c, 1, LR, W=W, normalized=True)
     assert run.norms[0, 0] == pytest.approx(13.0 * c, rel=1e-15)
+
+
+@SETTINGS
+@given(c=SCALES, e=SCALES)
+def test_every_cosine_is_scale_free(c, e):
+    """Bug caught (issue 22, cause 5): RegularizationPath.cosine with a direction of size 1e200
+    gave 0 (its norm overflowed) and of size 1e-200 NaN. Every cosine method, with iterates
+    scaled by c and the direction by e, must give the cosines at scale 1, computed here with
+    numpy from the unscaled arrays."""
+    u = np.array([0.3, -1.0, 2.0])
+    run = mm.gd(X, Y, V, P0 * c, 2, LR * c, W=W)
+    path = mm.regularization_path(X, Y, V, [1.0, 2.0], W=W, starts=1, steps=20)
+    scaled_path = dataclasses.replace(path, points=path.points * c)
+    run_W = mm.gd_W(X, Y, V, np.eye(3) * c, P0[1], 2, LR * c)
+    unit_p = run.p / c
+    for got, points, direction in [(run.cosine(u * e), unit_p, u),
+                                   (scaled_path.cosine(u * e), path.points, u),
+                                   (mm.cosine(run.p, u * e), unit_p, u),
+                                   (run_W.cosine(np.outer(u, u) * e), (run_W.W / c).reshape(3, 1, 9),
+                                    np.outer(u, u).ravel())]:
+        points = points.reshape(-1, points.shape[-1]) if points.ndim > 2 else points
+        expected = points @ direction / (np.linalg.norm(points, axis=-1) * np.linalg.norm(direction))
+        np.testing.assert_allclose(np.ravel(got), np.ravel(expected), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("engine", ["torch", "compiled"])
