@@ -99,7 +99,7 @@ def labels(Y, n: int, name: str = "Y") -> np.ndarray:
         raise ValueError(f"{name}: expected shape ({n},) to match X, got {Y.shape}")
     if not np.all(np.isin(Y, (-1.0, 1.0))):
         bad = Y[~np.isin(Y, (-1.0, 1.0))][0]
-        raise ValueError(f"{name}: labels must be -1 or +1, found {bad!r}")
+        raise ValueError(f"{name}: labels must be -1 or +1, found {float(bad)!r}")
     return Y
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._least_distance import row_norms
+
 Feasible = Callable[[list[int]], bool]
 
 
@@ -58,8 +60,8 @@ def explain(
 
 def same_key(D: np.ndarray, i: int, alpha: np.ndarray) -> int | None:
     """A token of sequence i whose key equals the selected one's (zero difference), if any."""
-    size = np.linalg.norm(D[i], axis=1)
-    tie = (size <= 1e-12 * max(1.0, size.max())) & (np.arange(D.shape[1]) != alpha[i])
+    size = row_norms(D[i])  # no overflow of the squares for keys near 1e200
+    tie = (size <= 1e-12 * size.max()) & (np.arange(D.shape[1]) != alpha[i])  # relative: keys of any scale
     return int(np.argmax(tie)) if tie.any() else None
 
 

@@ -102,7 +102,7 @@ def least_distance(G, h, *, feasibility_tol: float = FEASIBILITY_TOL) -> np.ndar
     ----------
     G : (m, d) constraint rows.
     h : (m,) right-hand sides.
-    feasibility_tol : keyword-only, default FEASIBILITY_TOL = 1e-10, relative to the data (not
+    feasibility_tol : keyword-only, in (0, 1), default FEASIBILITY_TOL = 1e-10, relative to the data (not
         the SVMs' ``tol``, which says when a constraint is tight): a polyhedron whose nearest
         point has norm above L / feasibility_tol, with L = max_j h_j / ||g_j|| the norm that the
         most demanding constraint alone requires, is reported as empty (a Farkas vector proves
@@ -115,12 +115,13 @@ def least_distance(G, h, *, feasibility_tol: float = FEASIBILITY_TOL) -> np.ndar
 
     Raises
     ------
-    ValueError : G is not 2-D, h is not (m,), a value is NaN or inf, ``feasibility_tol`` is not a
-        finite positive number, or the scale L or the solution leaves the range of float64.
+    ValueError : G is not 2-D, h is not (m,), a value is NaN or inf, ``feasibility_tol`` is not in
+        (0, 1), or the scale L or the solution leaves the range of float64 (naming G, h).
     TypeError : G or h is not a real numeric array (None included), or ``feasibility_tol`` is
         not a number.
-    IllConditionedError : (a ValueError) no point passes the certificate, or emptiness cannot be
-        decided.
+    IllConditionedError : (a ValueError, its message starting "G, h:") no point passes the
+        certificate, or emptiness cannot be decided (the message names a ``feasibility_tol``
+        other than the default, which sets that resolution).
 
     Examples
     --------
@@ -134,7 +135,18 @@ def least_distance(G, h, *, feasibility_tol: float = FEASIBILITY_TOL) -> np.ndar
         raise ValueError(f"G: expected shape (m, d), got an array with shape {G.shape}")
     h = _checks.vector(h, G.shape[0], "h")
     tol = _checks.positive_float(feasibility_tol, "feasibility_tol")
-    solution = solve(G, h, tol)
+    if tol >= 1:
+        raise ValueError(f"feasibility_tol: expected a number in (0, 1), got {tol:g} (every "
+                         "feasible point has norm at least L, so above L / 1 nothing would count "
+                         "as feasible)")
+    try:
+        solution = solve(G, h, tol)
+    except IllConditionedError as error:
+        setting = (f"; feasibility_tol = {tol:g} (the default is {FEASIBILITY_TOL:g}) sets the "
+                   f"resolution to {1 / tol:.3g} L" if tol != FEASIBILITY_TOL else "")
+        raise IllConditionedError(f"G, h: {error}{setting}", error.distance) from None
+    except ScaleError as error:
+        raise ValueError(f"G, h: {error}; rescale them") from None
     return None if solution is None else solution.p
 
 

@@ -128,13 +128,18 @@ def logistic_risk(model: PromptAttention, X: torch.Tensor, Y: torch.Tensor) -> t
     Parameters
     ----------
     model : the :class:`PromptAttention` layer.
-    X : (n, T, d) tokens, a tensor of the layer's dtype.
-    Y : (n,) labels in {-1, +1}, a tensor.
+    X : (n, T, d) tokens, a tensor or an array (as for the layer).
+    Y : (n,) labels in {-1, +1}, a tensor or an array.
 
     Returns
     -------
     0-d tensor : the risk, differentiable in the layer's parameters (the same value as
         ``mm.risk`` with the logistic loss).
+
+    Raises
+    ------
+    ValueError : X not (n, T, d), or Y not (n,) labels in {-1, +1} (naming X or Y).
+    TypeError : ``model`` is not a PromptAttention layer, or X or Y is not numeric.
 
     Examples
     --------
@@ -148,4 +153,9 @@ def logistic_risk(model: PromptAttention, X: torch.Tensor, Y: torch.Tensor) -> t
     >>> layer.p.grad.shape
     torch.Size([2])
     """
-    return nn.functional.softplus(-Y * model(X)).mean()
+    if not isinstance(model, PromptAttention):
+        raise TypeError(f"model: expected a PromptAttention layer, got {type(model).__name__}")
+    out = model(X)
+    labels = _checks.labels(Y.detach().cpu() if isinstance(Y, torch.Tensor) else Y, out.shape[0])
+    Y = torch.as_tensor(labels, dtype=out.dtype)
+    return nn.functional.softplus(-Y * out).mean()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -438,6 +439,12 @@ def _compiled_loaded() -> bool:
     return module is not None and bool(module._READY)
 
 
+def _start_of(K: np.ndarray, P: np.ndarray) -> dict:
+    """The start arguments of :func:`_overflow` for GD on p: keys K (M, n, T, d), starts P (M, B, d)."""
+    return dict(start="p0", start_logits=lambda: np.einsum("mntd,mbd->mntb", K, P),
+                sizes=(_largest(K),))
+
+
 def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
                       caller) -> _Records:
     from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
@@ -468,7 +475,8 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
                 done.result()
     failed = out.failed[:, :B]
     if np.any(failed >= 0):
-        raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized)
+        raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
+                        **_start_of(K, P))
     with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
         risks = np.mean(loss.value(out.margins[:, :, :B]), axis=-1)
     return _Records(out.path[:, :, :B], risks, out.on[:, :, :B], out.off[:, :, :B],
@@ -510,15 +518,15 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 break
             weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
             if weights is None:
-                raise _overflow(caller, k, gamma, lr, loss, normalized)
+                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights.reshape(M * n, 1, B)
             grad = KtT @ dlogits.reshape(M, n * T, B)  # (M, d, B)
             if not bool(torch.isfinite(grad).all()):
-                raise _overflow(caller, k, gamma, lr, loss, normalized)
+                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
             Pt = Pt - lr * _step_direction(grad, normalized, eps if scale is None else eps * scale)
             if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0
-                raise _overflow(caller, k, gamma, lr, loss, normalized)
+                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     risks = loss.torch_value(torch.from_numpy(margins)).numpy()
@@ -526,17 +534,47 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
 
 
-def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool) -> ValueError:
-    """The error for a gradient that overflowed float64 at ``step``, naming the likely cause."""
+def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,
+              start: str, start_logits: Callable[[], np.ndarray], sizes: tuple) -> ValueError:
+    """The error for a gradient or iterate that left float64 at ``step``, naming the cause:
+
+    * the exponential loss's derivative exp(-z) (the scale of v);
+    * at step 0, logits of the start beyond float64 (the argument ``start``, e.g. p0 or W0);
+    * a gradient too large for float64 whatever the iterate: its entries are bounded by
+      2 max|gamma_it| times the product of ``sizes`` (the largest |key| entry, and the largest
+      |query| entry for W), as softmax weights are at most 1 and |l'| at most 1 for the logistic
+      and correlation losses (the scale of X or v);
+    * otherwise the iterate or its logits left float64 along the way (lr, for these inputs).
+
+    ``start_logits`` computes the start's logits; it is called only at step 0.
+    """
     low = float(np.min(gamma))
+    top = float(np.max(np.abs(gamma)))
+    bound = (np.log10(2.0 * top) + sum(np.log10(size) for size in sizes)
+             if top > 0 and all(size > 0 for size in sizes) else -np.inf)
     if EXPONENTIAL.same_function(loss) and low < -700.0:
         cause = (f"the exponential loss's derivative exp(-z) overflows for margins z below "
                  f"-709.8, and the scores Y_i v^T x_it reach {low:.3g}: reduce the scale of v"
                  + ("" if normalized else ", or use normalized=True (its direction is finite)"))
+    elif step == 0 and not _all_finite(start_logits):
+        cause = (f"the logits of the start {start} leave float64: start from a smaller {start} "
+                 f"(the logits are {start} times the keys)")
+    elif bound >= 308.0:
+        cause = (f"its entries reach up to 2 max|Y_i v^T x_it| times the largest key entries, "
+                 f"about 10^{bound:.0f}, whatever the iterate and lr: reduce the scale of X or v")
     else:
         cause = (f"the iterate or its logits k_it^T p left float64: lr = {lr:g} is too large "
                  f"for these inputs (or the scale of v or X is)")
     return ValueError(f"{caller}: the gradient at step {step} is not finite in float64; {cause}")
+
+
+def _all_finite(compute: Callable[[], np.ndarray]) -> bool:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.all(np.isfinite(compute())))
+
+
+def _largest(a) -> float:
+    return float(np.max(np.abs(a), initial=0.0))
 
 
 def _record_count(steps: int, record_every) -> int:
@@ -666,6 +704,8 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     path = np.empty((len(record),) + Wk.shape)
     margins = np.empty((len(record), n, Wk.shape[0]))
     G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
+    start_W = dict(start="W0", start_logits=lambda: _kernels.self_attention_logits(X, path[0], Z),
+                   sizes=(_largest(X), _largest(Z)))
     r = 0
     with _kernels.threads_for(n * T * Wk.shape[0]):
         for k in range(steps + 1):
@@ -679,17 +719,17 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
-                raise _overflow("gd_W", k, gamma, lr, loss, normalized)
+                raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights[:, None, :]
             grad = torch.einsum("ntb,ntd,ne->bde", dlogits, Xt, Zt)
             if not bool(torch.isfinite(grad).all()):
-                raise _overflow("gd_W", k, gamma, lr, loss, normalized)
+                raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
             flat = _step_direction(grad.reshape(grad.shape[0], -1).T, normalized,
                                    eps if scale is None else eps * scale).T
             Wk = Wk - lr * flat.reshape(Wk.shape).numpy()
             if not np.all(np.isfinite(Wk)):
-                raise _overflow("gd_W", k, gamma, lr, loss, normalized)
+                raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
     with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
         risks = np.mean(loss.value(margins), axis=1)
     return WTrajectory(path, risks, lr, normalized, record)
@@ -809,6 +849,8 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     vs, ps = np.empty((R, B, d)), np.empty((R, B, d))
     margins = np.empty((R, n, B))
     attention = np.empty((R, n, T, B))
+    start_joint = dict(start="p0", start_logits=lambda K=K, P=P: np.einsum("ntd,bd->ntb", K, P),
+                       sizes=(_largest(K),))
     Xt, K, Yt, V, P = (_kernels.tensor(a) for a in (X, K, Y, V.T, P.T))
     r = 0
     with _kernels.threads_for(n * T * B):
@@ -824,15 +866,15 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
-                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
+                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
             grad_v = _kernels.contract_tokens(s * (weights * Yt[:, None])[:, None, :], Xt)
             grad_p = _kernels.contract_tokens(s * deviation * weights[:, None, :], K)
             if not (bool(torch.isfinite(grad_v).all()) and bool(torch.isfinite(grad_p).all())):
-                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
+                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
             V = V - lr * _step_direction(grad_v, normalized, eps_v if scale is None else eps_v * scale)
             P = P - lr * _step_direction(grad_p, normalized, eps_p if scale is None else eps_p * scale)
             if not (bool(torch.isfinite(V).all()) and bool(torch.isfinite(P).all())):
-                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized)
+                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
     V = V.T.numpy()
     with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
         risks = np.mean(loss.value(margins), axis=1)

@@ -1,6 +1,8 @@
 """Bad input gets a clear error that names the argument and the problem; nothing becomes NaN."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import maxmargin as mm
 
@@ -54,7 +56,33 @@ CASES = [
     ("sets masked", lambda: mm.head_attention(X, p, sets=masked(np.ones((3, 7), bool), (0, 0))),
      ValueError, r"^sets: masked"),
     ("softmax masked", lambda: mm.softmax(masked(np.zeros(3), (0,))), ValueError, r"^a: masked"),
+    # issue 22, cause 6: errors that blamed the wrong argument or named none
+    ("least_distance tol 2", lambda: mm.least_distance(np.eye(2), [1.0, 1.0], feasibility_tol=2),
+     ValueError, r"^feasibility_tol: expected a number in \(0, 1\)"),
+    ("least_distance tol 1e-300", lambda: mm.least_distance([[1.0, 0.0], [-1.0, 0.0]], [1.0, 1.0],
+                                                            feasibility_tol=1e-300),
+     mm.IllConditionedError, r"^G, h: .*feasibility_tol = 1e-300"),
+    ("nn labels", lambda: mm.nn.logistic_risk(mm.nn.PromptAttention(3), X, [1.0, 0.0, 1.0]),
+     ValueError, r"^Y: labels must be -1 or \+1, found 0\.0$"),
+    ("nn model", lambda: mm.nn.logistic_risk(None, X, Y), TypeError, r"^model: expected a PromptAttention"),
 ]
+
+#: Token 1 of sequence 0 lies between tokens 0 and 2 (the convex hull); scaled by 1e-13 it is
+#: 1e-13 from token 0, which an absolute tolerance called a duplicate of the selected token.
+COLLINEAR = np.array([[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]], [[0.0, 0.0], [0.0, 1.0], [3.0, 0.0]]])
+
+
+@given(k=st.integers(-300, 300))
+@settings(max_examples=20, deadline=None, derandomize=True)
+def test_an_infeasible_selection_is_explained_alike_at_every_scale(k):
+    """Bug caught (issue 22, cause 6): at scale 1e-13 a token in the convex hull was explained as
+    "a duplicate of the selected token" (an absolute 1e-12 on key differences), and near 1e200
+    the squares of the differences overflowed. The explanation must not depend on the scale."""
+    c = 10.0 ** k
+    with pytest.raises(ValueError, match=r"^alpha: .*token 1 .*\(its key lies in the convex hull"):
+        mm.att_svm(COLLINEAR * c, [1, 2])
+    with pytest.raises(ValueError, match=r"^alpha: .*token 1 .*\(token 0 has the same key"):
+        mm.att_svm(COLLINEAR[:, [0, 0, 2]] * c, [1, 2])
 
 
 def masked(a, index):
@@ -107,3 +135,36 @@ def test_every_trainer_rejects_each_bad_hyper_parameter(trainer, argument, value
 def test_every_trainer_accepts_the_defaults_it_is_checked_against(trainer):
     """The calls above are valid apart from the one bad argument (so each error is that one's)."""
     TRAINERS[trainer]()
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+@pytest.mark.parametrize("name,call,cause", [
+    ("gd", lambda: mm.gd(X * 1e10, Y, v, np.ones(3) * 1e300, 3, 0.1), r"the start p0"),
+    ("gd_W", lambda: mm.gd_W(X * 1e10, Y, v, np.eye(3) * 1e300, np.ones(3), 3, 0.1), r"the start W0"),
+    ("gd_joint", lambda: mm.gd_joint(X * 1e10, Y, v, np.ones(3) * 1e300, 3, 0.1, normalized=True),
+     r"the start p0"),
+    ("gd", lambda: mm.gd(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 1.0, normalized=True),
+     r"about 10\^320, whatever the iterate and lr: reduce the scale of X or v"),
+    ("gd_joint", lambda: mm.gd_joint(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 0.1, normalized=True),
+     r"reduce the scale of X or v"),
+])
+def test_an_overflow_names_its_cause_not_lr(engine, name, call, cause, monkeypatch):
+    """Bug caught (issue 22, cause 6): lr was blamed ("lr = 0.1 is too large") at step 0, before
+    lr acts, when the start's logits left float64 (p0 or W0 near 1e300 on keys near 1e10) or when
+    the gradient's entries, bounded by 2 max|gamma| max|k| = 2e320 here, cannot be represented
+    whatever the iterate (X * 1e160, so that both the scores and the keys are about 1e160)."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    if engine == "compiled":
+        pytest.importorskip("numba")
+    with pytest.raises(ValueError, match=rf"^{name}: the gradient at step 0 .*{cause}"):
+        call()
+
+
+def test_logistic_risk_of_the_layer_takes_arrays():
+    """Bug caught (issue 22, cause 6): a numpy Y raised numpy's own TypeError (ndarray * Tensor)."""
+    layer = mm.nn.PromptAttention(3, p=[0.4, -1.2, 0.3], v=v, W=W)
+    import torch
+
+    expected = mm.nn.logistic_risk(layer, torch.tensor(X), torch.tensor(Y)).item()
+    assert mm.nn.logistic_risk(layer, X, Y).item() == expected
+    assert expected == pytest.approx(mm.risk(X, Y, v, [0.4, -1.2, 0.3], W=W), rel=1e-14)
