@@ -17,7 +17,7 @@ import numpy as np
 from . import _checks, _kernels
 from .losses import Loss, get_loss
 from .model import _softmax
-from .problem import Problem, keyed
+from .problem import Problem, keyed, unit_keys
 from .svm import SetSVMResult, _set_svm
 
 
@@ -555,7 +555,11 @@ def _set_offset(prob: Problem, Y: np.ndarray, head: MLPHead, sets: np.ndarray, l
     """:func:`set_offset` on a validated problem, labels (n,), head, sets (n, T) and loss."""
     from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
 
-    X, K = prob.X, prob.keys
+    # The minimiser scales like 1 / |k| and the gradient like |k|, while BFGS's gtol and the
+    # check below are absolute: solve on keys scaled by a power of two to unit size (exact, and
+    # the identity for keys of size 1), and give p_fin back in the units of the data.
+    unit, e = unit_keys(prob)
+    X, K = prob.X, unit.keys
     n, T, d = prob.shape
     first = np.argmax(sets, axis=1)
     rows = [K[i, t] - K[i, first[i]] for i in range(n) for t in np.flatnonzero(sets[i]) if t != first[i]]
@@ -571,7 +575,7 @@ def _set_offset(prob: Problem, Y: np.ndarray, head: MLPHead, sets: np.ndarray, l
     if not np.all(np.isfinite(res.x)) or np.linalg.norm(fun(res.x)[1]) > 1e-8:
         raise ValueError("sets: the restricted risk has no finite minimiser in the span of the in-set "
                          "key differences (the mixture inside some set wants a vertex)")
-    return Q @ res.x
+    return np.ldexp(Q @ res.x, -e)
 
 
 class SetDirection(NamedTuple):

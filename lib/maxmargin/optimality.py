@@ -12,15 +12,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
-from .problem import Problem, problem
+from .problem import Problem, problem, score_scales, unit_keys
 from .svm import SVMResult, _att_inputs, _att_svm, _is_feasible
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
     """(n,) index of the highest-score token of each sequence, opt_i = argmax_t gamma_it.
 
-    Raises ``ValueError`` if a sequence has two tokens tied for the highest score (scores within
-    1e-12 of each other).
+    Raises ``ValueError`` if a sequence has two tokens tied for the highest score: scores within
+    ``TIE_TOL * s_i`` = 1e-12 s_i of each other, with s_i = max_t sum_j |v_j x_itj| the scale
+    of the rounding of that sequence's scores, so that the verdict does not depend on the units
+    of X or v (``optimal_indices(X, Y, 1e-14 * v)`` is ``optimal_indices(X, Y, v)``). Scores
+    equal by construction differ by a few eps s_i at most, far below the tolerance; at unit
+    scale (s_i about 1) it is the former absolute 1e-12.
 
     Parameters
     ----------
@@ -43,13 +47,22 @@ def optimal_indices(X, Y, v) -> np.ndarray:
     >>> mm.optimal_indices(X, [1.0], [1.0, 0.5]), mm.optimal_indices(X, [-1.0], [1.0, 0.5])
     (array([0]), array([1]))
     """
-    return _optimal_indices(problem(X, Y, v).scores)
+    return _optimal_indices(problem(X, Y, v))
 
 
-def _optimal_indices(gamma: np.ndarray) -> np.ndarray:
-    """:func:`optimal_indices` of validated scores (n, T)."""
+#: Two top scores of sequence i tie when they differ by at most TIE_TOL * s_i, with
+#: s_i = max_t sum_j |v_j x_itj| (:func:`maxmargin.problem.score_scales`): relative to the scale of
+#: the scores' rounding (about d eps s_i), 4500 eps, so exact ties computed along different
+#: roundings are still ties for d up to about 2000, and at unit scale it is the former absolute
+#: 1e-12.
+TIE_TOL = 1e-12
+
+
+def _optimal_indices(prob: Problem) -> np.ndarray:
+    """:func:`optimal_indices` of a validated problem with a head (its scores (n, T))."""
+    gamma = prob.scores
     top = np.sort(gamma, axis=1)[:, -2:]
-    tied = np.isclose(top[:, 0], top[:, 1], rtol=0.0, atol=1e-12)
+    tied = top[:, 1] - top[:, 0] <= TIE_TOL * score_scales(prob)
     if np.any(tied):
         i = int(np.argmax(tied))
         raise ValueError(f"X, Y, v: sequence {i} has two tokens tied for the highest score "
@@ -200,7 +213,7 @@ def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
     >>> mm.is_locally_optimal(a.X, a.Y, a.v, [1], W=a.W)
     False
     """
-    prob = problem(X, Y, v, W)
+    prob, _ = unit_keys(problem(X, Y, v, W))  # a verdict: scale-free, whatever the multipliers
     alpha = _checks.indices(alpha, *prob.shape[:2])
     if not _is_feasible(prob.keys, alpha):
         return False
@@ -343,7 +356,7 @@ def locally_optimal_indices(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> l
     >>> mm.locally_optimal_indices(b.X, b.Y, b.v, W=b.W)
     [(0,), (1,)]
     """
-    prob = problem(X, Y, v, W)
+    prob, _ = unit_keys(problem(X, Y, v, W))  # only the verdicts are returned: see selection_census
     found = _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
     return [s.alpha for s in found if s.locally_optimal]
 
@@ -407,7 +420,11 @@ def selection_census(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> Selectio
     Returns
     -------
     SelectionCensus
-        ``global_selection`` is opt = argmax of the scores (``ValueError`` on a tie).
+        ``global_selection`` is opt = argmax of the scores (``ValueError`` on a tie, judged
+        relative to the scores' scale as in :func:`optimal_indices`). The census reads only
+        feasibility and support tokens, which do not depend on the units of X: it is the same
+        for X * c (and v / c) at any c that float64 represents, also where the multipliers of the
+        ATT-SVMs (which scale like 1 / c^2) would not be.
 
     Raises
     ------
@@ -426,9 +443,12 @@ def selection_census(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> Selectio
     SelectionCensus(total=3, feasible=3, locally_optimal=((0,), (1,)), global_selection=(0,),
                     global_feasible=True)
     """
-    prob = problem(X, Y, v, W)
+    # The census needs only feasibility and the support tokens, which do not depend on the units
+    # of the keys; the multipliers (1 / |k|^2) could leave float64 at the given units (keys near
+    # 1e-160), so the selections are solved on keys scaled by a power of two to unit size.
+    prob, _ = unit_keys(problem(X, Y, v, W))
     n, T, _ = prob.shape
-    opt = tuple(int(t) for t in _optimal_indices(prob.scores))
+    opt = tuple(int(t) for t in _optimal_indices(prob))
     found = _feasible_selections(prob, _checks.positive_float(max_cost, "max_cost"))
     return SelectionCensus(
         total=T ** n,

@@ -212,7 +212,7 @@ def _path(K, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
         (value, _), q, grad, (kkt, rel, lam, on_b, on_c) = best
         previous = q
         points[j] = Q @ q
-        out["losses"][j], out["grad"][j] = value, np.linalg.norm(grad)
+        out["losses"][j], out["grad"][j] = value, vector_norm(grad)
         out["kkt"][j], out["rel"][j], out["lam"][j] = kkt, rel, lam
         boundary[j], on_cone[j] = on_b, on_c
     return RegularizationPath(radii, points, out["losses"], out["grad"], out["kkt"], out["rel"], out["lam"],
@@ -357,7 +357,8 @@ def _project_cone(q: np.ndarray, axis, cos_angle, R) -> np.ndarray:
         q = np.where(outside[:, None], reach[:, None] * edge, q)
     if R is not None:
         norms = row_norms(q)[:, None]
-        q = q * np.minimum(1.0, R / np.maximum(norms, 1e-300))
+        shrink = np.divide(R, norms, out=np.ones_like(norms), where=norms > 0)
+        q = q * np.minimum(1.0, shrink)
     return q
 
 
@@ -366,7 +367,8 @@ def _projected_descent(f, q, R, axis, cos_angle, steps):
     q = _project_cone(q, axis, cos_angle, R)
     for k in range(steps):
         _, g = f(q, need_value=False)
-        g = g / np.maximum(np.linalg.norm(g, axis=1, keepdims=True), 1e-300)
+        size = row_norms(g)[:, None]  # scale-safe: gradients scale like the keys
+        g = np.divide(g, size, out=np.zeros_like(g), where=size > 0)
         lr = 0.25 * R * 1e-5 ** (k / steps)
         q = _project_cone(q - lr * g, axis, cos_angle, R)
     return q
@@ -375,14 +377,18 @@ def _projected_descent(f, q, R, axis, cos_angle, steps):
 def _polish(f, q0, R, axis, cos_angle):
     """SLSQP on the scaled objective (L(q) - L(q0)) / (R ||grad L(q0)||); keeps q0 if not better.
 
-    SLSQP runs on x = q / unit: unit = 1 up to R = 1e100, and unit = R beyond (the unit ball),
-    so that neither R^2 nor the iterates' squares overflow float64 (R^2 does above 1e154)."""
+    SLSQP runs on x = q / R, in the unit ball, so that neither R^2 nor the iterates' squares
+    leave float64 and SLSQP's own absolute tolerances on x and on its steps see the same
+    problem at every radius (with x = q, R near 1e99 or 1e-99 stopped it far from the KKT
+    point). Gradient norms are taken without squaring (they scale like the keys)."""
     from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
 
     value0, grad0 = f(q0[None])
-    gnorm = max(float(np.linalg.norm(grad0[0])), 1e-300)
-    scale = max(R * gnorm, 1e-300)
-    unit = 1.0 if R <= 1e100 else R
+    gnorm = vector_norm(grad0[0])
+    if gnorm == 0:  # stationary already: nothing to polish
+        return q0
+    scale = R * gnorm
+    unit = R
 
     def fun(x):
         value, grad = f((unit * x)[None])
@@ -395,10 +401,11 @@ def _polish(f, q0, R, axis, cos_angle):
     constraints = [{"type": "ineq", "fun": ball, "jac": lambda x: -2 * x * (unit / R) ** 2}]
     if axis is not None:
         def cone_fun(x):
-            return (x @ axis - cos_angle * np.linalg.norm(x)) * (unit / R)
+            return (x @ axis - cos_angle * vector_norm(x)) * (unit / R)
 
         def cone_jac(x):
-            return (axis - cos_angle * x / max(np.linalg.norm(x), 1e-300)) * (unit / R)
+            size = vector_norm(x)
+            return (axis - (cos_angle * x / size if size > 0 else 0.0)) * (unit / R)
 
         constraints.append({"type": "ineq", "fun": cone_fun, "jac": cone_jac})
     res = minimize(fun, q0 / unit, jac=True, method="SLSQP", constraints=constraints,
@@ -434,10 +441,13 @@ def _kkt(q, g, R, axis, cos_angle, tol: float = 1e-9):
         if on_cone:
             normals.append(cos_angle * q / norm - axis)
             which.append("cone")
-    gnorm = float(np.linalg.norm(g))
-    if normals:
+    gnorm = vector_norm(g)
+    if normals and gnorm > 0:  # NNLS on the unit gradient: g scales like the keys
         N = np.array(normals).T
-        lam, residual = nnls(N, -g)
+        lam, residual = nnls(N, -g / gnorm)
+        lam, residual = lam * gnorm, residual * gnorm
+    elif normals:
+        lam, residual = np.zeros(len(normals)), 0.0
     else:
         lam, residual = np.zeros(0), gnorm
     ball = float(lam[which.index("ball")]) if "ball" in which else 0.0

@@ -12,7 +12,7 @@ Shapes: ``X`` (n, T, d), ``Y`` (n,) in {-1, +1}, ``v`` (d,), ``W`` (d, d) or Non
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -63,6 +63,30 @@ def keyed(X, W=None) -> Problem:
 def exponents(a: np.ndarray, axis) -> np.ndarray:
     """Binary exponent e of the largest |entry| along ``axis`` (max |a| < 2**e; 0 for zeros)."""
     return np.frexp(np.max(np.abs(a), axis=axis, initial=0.0))[1]
+
+
+def score_scales(prob: Problem) -> np.ndarray:
+    """(n,) s_i = max_t sum_j |v_j x_itj| of a validated problem with a head: the scale of the
+    rounding of sequence i's scores gamma_it = Y_i v^T x_it (each is computed with an error of
+    at most about d eps s_i). Ties between scores are judged relative to it, so that they do not
+    depend on the units of X or v. Capped at the largest float64 (the sum can overflow where
+    the scores, which may cancel, do not)."""
+    with np.errstate(over="ignore"):
+        s = np.einsum("ntd,d->nt", np.abs(prob.X), np.abs(prob.v)).max(axis=1)
+    return np.minimum(s, np.finfo(np.float64).max)
+
+
+def unit_keys(prob: Problem) -> tuple[Problem, int]:
+    """(the problem with its keys divided by 2^e, e), with e chosen so that max |k_it| lies in
+    [1, 2) (e = 0 for zero keys). X, W, Y, v and the scores are kept as given.
+
+    For the computations whose answer does not depend on the units of the keys (feasibility,
+    support tokens, selections, trap sets): their intermediates (the SVM's multipliers scale
+    like 1 / |k|^2, its solution like 1 / |k|) then stay inside float64 at any key scale. A
+    power of two is exact, so at unit scale nothing changes; a solution p of the scaled keys is
+    ``np.ldexp(p, -e)`` for the given ones."""
+    e = int(exponents(prob.keys, None)) - 1 if np.any(prob.keys) else 0
+    return (prob if e == 0 else replace(prob, keys=np.ldexp(prob.keys, -e))), e
 
 
 def keys_of(X: np.ndarray, W: np.ndarray | None) -> np.ndarray:

@@ -39,15 +39,17 @@ and then its induced selection is not locally optimal in that strict sense.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 
 import numpy as np
 
 from . import _checks
 from .optimality import _optimal_indices
-from .problem import problem
-from .svm import IllConditionedError, _att_svm
+from ._least_distance import norm as vector_norm
+from ._least_distance import row_norms
+from .problem import problem, unit_keys
+from .svm import IllConditionedError, _att_svm, _is_feasible
 
 GAP_TOL = 1e-9    # gap_u > 1 + GAP_TOL * max(1, ||k_{i t_i} - k_iu|| ||q||)
 SCORE_TOL = 1e-9  # equal scores: |gamma_iu - gamma_{i t_i}| <= SCORE_TOL * max_{i,t} |gamma_it|
@@ -105,7 +107,10 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     Tolerances: a gap counts as beyond the margin when
     gap_u > 1 + 1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||) (the scale of gap_u in the solver's
     rounding) and as ranked first when gap_u >= -1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||);
-    two scores are equal when they differ by at most 1e-9 * max_{i,t} abs(gamma_it).
+    two scores are equal when they differ by at most 1e-9 * max_{i,t} abs(gamma_it); the highest
+    score ties as in ``mm.optimal_indices`` (relative to the scores' scale). Every test is
+    relative, and q is solved on keys scaled to unit size, so the trap sets of X * c (with v / c,
+    or any head) are those of X, and their q scales like 1 / c, at any c that float64 represents.
 
     Parameters
     ----------
@@ -148,8 +153,12 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     if n > max_sequences:
         raise ValueError(f"X: n={n} sequences exceed max_sequences={max_sequences}; the search "
                          f"needs up to 2^n = {2 ** n} SVM solves (raise max_sequences to allow)")
-    opt = _optimal_indices(prob.scores)  # refuses two tokens tied for the highest score
-    gamma, K = prob.scores, prob.keys
+    opt = _optimal_indices(prob)  # refuses two tokens tied for the highest score
+    # The criterion is scale-free (gap_u = (k_{i t_i} - k_iu)^T q does not change with the units
+    # of the keys): solve on keys scaled by a power of two to unit size, where neither q nor the
+    # SVM's multipliers (1 / |k|^2) leave float64, and give q back in the units of the data.
+    unit, e = unit_keys(prob)
+    gamma, K = prob.scores, unit.keys
     score_tol = SCORE_TOL * float(np.abs(gamma).max())
 
     found: list[TrapSet] = []
@@ -161,7 +170,7 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
                 continue
             trap = _trap(K, gamma, opt, S, score_tol, minimal=not covered)
             if trap is not None:
-                found.append(trap)
+                found.append(trap if e == 0 else replace(trap, q=_readonly(np.ldexp(trap.q, -e))))
     return found
 
 
@@ -176,15 +185,17 @@ def _trap(K, gamma, opt, S, score_tol, minimal: bool = True) -> TrapSet | None:
     except IllConditionedError:  # not a verdict: let the caller see it
         raise
     except ValueError:  # documented: the complement cannot be separated
+        if _is_feasible(K[keep], opt[keep]):  # it can: an error of range (multipliers), not a verdict
+            raise
         return None
-    q_norm = float(np.linalg.norm(q))
+    q_norm = vector_norm(q)
     selection = opt.copy()
     escape = np.inf
     for i in S:
         logit = K[i] @ q
         others = np.arange(T) != opt[i]
         top = logit[others].max()
-        sizes = np.linalg.norm(K[i][:, None] - K[i][None], axis=2) * q_norm  # (T, T)
+        sizes = row_norms((K[i][:, None] - K[i][None]).reshape(T * T, -1)).reshape(T, T) * q_norm
         near = others & (logit >= top - GAP_TOL * np.maximum(1.0, sizes.max(axis=1)))
         t = int(np.flatnonzero(near)[0])  # the first of the non-optimal tokens ranked first
         gap = logit[t] - logit
