@@ -50,9 +50,10 @@ if TYPE_CHECKING:
     import cvxpy as cp
 
 __all__ = [
-    "SOLVERS", "IllConditionedError", "Program", "Solver", "JointSVMs", "SVMResult", "SetSVMResult", "VSVMResult",
-    "WSVMResult", "att_svm", "att_svm_problem", "is_feasible", "joint_svms", "least_distance",
-    "set_svm", "set_svm_problem", "v_svm", "v_svm_problem", "w_svm", "w_svm_problem",
+    "NUCLEAR_TOL", "SOLVERS", "W_NORMS", "IllConditionedError", "Program", "Solver", "JointSVMs",
+    "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "att_svm", "att_svm_problem",
+    "is_feasible", "joint_svms", "least_distance", "set_svm", "set_svm_problem", "v_svm",
+    "v_svm_problem", "w_svm", "w_svm_problem",
 ]
 
 
@@ -69,6 +70,15 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 def _margin(norm: float) -> float:
     return float(np.inf) if norm == 0 else 1.0 / norm
+
+
+def _nuclear_norm(W: np.ndarray) -> float:
+    """||W||_* (the sum of the singular values) without overflow: W divided by its largest entry
+    first."""
+    top = float(np.abs(W).max(initial=0.0))
+    if top == 0 or not np.isfinite(top):
+        return top
+    return top * float(np.linalg.svd(W / top, compute_uv=False).sum())
 
 
 class _Solution:
@@ -222,17 +232,31 @@ class VSVMResult(_Solution):
 
 @dataclass(frozen=True, eq=False)
 class WSVMResult(_Solution):
-    """Solution of the W-SVM (Frobenius norm) for one selection ``alpha``.
+    """Solution of the W-SVM for one selection ``alpha``, in the Frobenius norm (the default)
+    or the nuclear norm (``mm.w_svm(..., norm="nuclear")``).
 
     Attributes
     ----------
-    W : (d, d) the max-margin key-query matrix W^mm.
-    margin : 1 / ||W||_F.
+    W : (d, d) the max-margin key-query matrix W^mm (W^mm_* for the nuclear norm).
+    margin : 1 / ||W|| in the SVM's own norm: 1 / ||W||_F, or 1 / ||W||_* for the nuclear norm.
     constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W z_i; inf at the selected token.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     alpha : (n,) the selected token of each sequence.
-    norm : (property) ||W||_F.
-    direction : (property) (d, d) the unit matrix W / ||W||_F.
+    norm_name : "frobenius" or "nuclear", the norm that W minimizes (the field is not called
+        ``norm``: that is the number ||W||, as in every SVM result).
+    multipliers : (n, T) Lagrange multipliers mu >= 0 of min ||W||_* (not squared), zero at the
+        selected token, or None for the Frobenius norm (whose certificate is the
+        least-distance one of ``maxmargin._least_distance``).
+    dual : (d, d) Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T, the subgradient of
+        ||.||_* at W that certifies optimality (||Lambda||_2 <= 1, <Lambda, W> = ||W||_*), or
+        None for the Frobenius norm.
+    duality_gap : ||W||_* - sum_it mu_it, in the units of ||W||_* (the certificate bounds
+        |duality_gap| <= NUCLEAR_TOL * ||W||_*), or None for the Frobenius norm.
+    norm : (property) ||W|| in the SVM's own norm (||W||_F, or ||W||_* = sum of the singular
+        values), computed without overflow.
+    direction : (property) (d, d) the matrix W / norm, of norm 1 in that norm.
+
+    The arrays are read-only.
 
     Examples
     --------
@@ -242,6 +266,11 @@ class WSVMResult(_Solution):
     (array([[inf,  1.]]), array([[False,  True]]))
     >>> round(res.norm, 4)  # = ||p^mm|| of ATT-SVM on the tokens, since ||p|| = 1
     0.7071
+    >>> res.norm_name, res.multipliers, res.duality_gap
+    ('frobenius', None, None)
+    >>> nuc = mm.w_svm(X, [0], queries=[1.0, 0.0], norm="nuclear")  # rank 1: the same W
+    >>> nuc.norm_name, round(nuc.norm, 4), np.round(nuc.multipliers, 4)
+    ('nuclear', 0.7071, array([[0.    , 0.7071]]))
     """
 
     _solution = "W"
@@ -251,6 +280,17 @@ class WSVMResult(_Solution):
     constraints: np.ndarray
     support: np.ndarray
     alpha: np.ndarray
+    norm_name: str = "frobenius"
+    multipliers: np.ndarray | None = None
+    dual: np.ndarray | None = None
+    duality_gap: float | None = None
+
+    @property
+    def norm(self) -> float:
+        """||W|| in the SVM's own norm: Frobenius, or nuclear (the sum of the singular values)."""
+        if self.norm_name == "nuclear":
+            return _nuclear_norm(self.W)
+        return _ldp.norm(self.W)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -876,7 +916,13 @@ def _w_inputs(X, alpha, queries):
         Z = _checks.batched_vector(queries, d, "queries")
         if Z.shape != (n, d):
             raise ValueError(f"queries: expected shape ({d},) or ({n}, {d}), got {Z.shape}")
-    return _differences(X, alpha), alpha, Z
+    with np.errstate(over="ignore", invalid="ignore"):
+        D = _differences(X, alpha)
+    if not np.all(np.isfinite(D)):
+        i = int(np.nonzero(~np.isfinite(D).all(axis=(1, 2)))[0][0])
+        raise ValueError(f"X: the differences x_{{i,alpha_i}} - x_it of sequence {i} overflow "
+                         "float64; rescale X")
+    return D, alpha, Z
 
 
 def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
@@ -892,38 +938,99 @@ def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
     return G, seq, tok
 
 
-def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> CvxpyProgram:
+#: The norms of the W-SVM, the values of ``w_svm(..., norm=...)``.
+W_NORMS = ("frobenius", "nuclear")
+
+#: Relative tolerance of the KKT certificate of the nuclear-norm W-SVM (each of primal
+#: feasibility, mu >= 0, complementary slackness, ||Lambda||_2 <= 1, <Lambda, W> = ||W||_* and
+#: the duality gap, each relative to its own scale). Clarabel's interior point, run to 1e-10,
+#: meets it with violations of 1e-13 to 1e-10 on random instances (n, T, d) up to (20, 5, 30),
+#: and its Newton polish with about 1e-15: 1e-6 leaves four orders of magnitude for
+#: worse-conditioned data, and a certified W is within about 3e-6 of the optimal value (relative)
+#: where the constraint values are not the result of heavy cancellation (see ``_nuclear_kkt``).
+NUCLEAR_TOL = 1e-6
+
+
+def _w_norm(norm) -> str:
+    if not isinstance(norm, str) or norm not in W_NORMS:
+        raise ValueError(f"norm: expected one of {W_NORMS}, got {norm!r}")
+    return norm
+
+
+def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray,
+               norm: str = "frobenius") -> CvxpyProgram:
     import cvxpy as cp
 
     n, T, d = D.shape
     seq, tok = np.nonzero(_others(alpha, T))
     differences, queries = D[seq, tok], np.broadcast_to(Z, (n, d))[seq]
     W = _variable((d, d), "W")
-    return _sum_squares_problem(W, [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1])
+    constraints = [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1]
+    if norm == "nuclear":
+        return CvxpyProgram(cp.Problem(cp.Minimize(cp.normNuc(W)), constraints), W)
+    return _sum_squares_problem(W, constraints)
 
 
-def w_svm_problem(X, alpha, *, queries) -> CvxpyProgram:
-    """W-SVM as a cvxpy problem: min ||W||_F^2 s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
+def w_svm_problem(X, alpha, *, queries, norm: str = "frobenius") -> CvxpyProgram:
+    """W-SVM as a cvxpy problem: min ||W||_F^2 (or ||W||_*) s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
+
+    The nuclear-norm version is a semidefinite program (``cp.normNuc``); Clarabel solves it.
 
     Parameters
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
-    queries : (n, d) one query per sequence, or (d,) one query for all.
+    queries : keyword-only (required), (n, d) one query per sequence, or (d,) one query for all.
+    norm : keyword-only, "frobenius" (the default: the objective is sum_squares(W)) or
+        "nuclear" (the objective is normNuc(W)).
 
     Returns
     -------
-    CvxpyProgram (problem, variable) with the variable W (d, d).
+    CvxpyProgram (problem, variable) with the variable W (d, d); the first constraint block
+    holds one row per (sequence, non-selected token), in row-major order.
+
+    Raises
+    ------
+    ValueError : bad inputs, as in :func:`w_svm`, or ``norm`` not one of ``W_NORMS``.
+    TypeError : X or queries is not a real numeric array, or ``alpha`` does not hold integers.
+
+    Examples
+    --------
+    >>> import cvxpy as cp
+    >>> X = np.array([[[1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]],
+    ...               [[0.0, 1.0], [0.0, 0.0]]])
+    >>> program = mm.svm.w_svm_problem(X, [0, 0, 0], queries=np.eye(2)[[0, 1, 1]],
+    ...                                norm="nuclear")  # W_11, W_12, W_22 >= 1
+    >>> round(float(program.problem.solve(solver=cp.CLARABEL)), 4)  # ||W||_* of W = all ones
+    2.0
     """
-    return _w_problem(*_w_inputs(X, alpha, queries))
+    D, alpha, Z = _w_inputs(X, alpha, queries)
+    return _w_problem(D, alpha, Z, _w_norm(norm))
 
 
-def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVMResult:
-    """Max-margin key-query matrix: W^mm = argmin ||W||_F s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
+def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
+          tol: float = 1e-8) -> WSVMResult:
+    """Max-margin key-query matrix: W^mm = argmin ||W|| s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1,
+    in the Frobenius norm (the default) or the nuclear norm.
 
     With one query ``queries = p`` of shape (d,) for every sequence the fast solver uses the closed
     form W^mm = u^mm p^T / ||p||^2 with u^mm the ATT-SVM solution on the raw tokens (W = I):
-    the constraints only see u = W p, and the smallest W with W p = u is u p^T / ||p||^2.
+    the constraints only see u = W p, and the smallest W with W p = u is u p^T / ||p||^2. It is
+    the nuclear-norm solution too (||W||_* >= ||W||_2 >= ||W p|| / ||p|| >= ||u^mm|| / ||p||,
+    with equality for this rank-one W only), so ``norm="nuclear"`` returns it as well, certified.
+
+    The nuclear-norm SVM (``norm="nuclear"``), W^mm_* = argmin ||W||_* (the sum of the singular
+    values), is a semidefinite program, solved by cvxpy with Clarabel under both solvers:
+    ``solver="fast"`` solves it for a small core M (r_D, r_Z), W = U_D M U_Z^T with U_D an
+    orthonormal basis of the differences x_{i,alpha_i} - x_it and U_Z one of the queries (which
+    loses nothing: see the comment in ``_w_nuclear``), ``solver="cvxpy"`` the full-size
+    :func:`w_svm_problem` (``norm="nuclear"``). Both work on X and the queries divided by powers
+    of two near their largest entries (exact; W is scaled back, so X -> c X gives W -> W / c at
+    any scale at which W is representable), and every answer passes a KKT certificate to
+    the relative tolerance ``NUCLEAR_TOL = 1e-6`` (primal feasibility, mu >= 0, complementary
+    slackness, ||Lambda||_2 <= 1 and <Lambda, W> = ||W||_* for Lambda = sum mu_j (x_{i,alpha_i} -
+    x_it) z_i^T, and the duality gap ||W||_* - sum mu_j = 0), or the call raises
+    :class:`IllConditionedError`.
 
     Parameters
     ----------
@@ -931,24 +1038,32 @@ def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVM
     alpha : (n,) selected token of each sequence.
     queries : keyword-only (required), (n, d) the query z_i of each sequence (self-attention), or
         (d,) one query p for all.
+    norm : keyword-only, "frobenius" (the default: min ||W||_F) or "nuclear" (min ||W||_*).
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
-        :data:`~maxmargin.svm.SOLVERS`).
+        :data:`~maxmargin.svm.SOLVERS`; for the nuclear norm both use cvxpy and Clarabel, on
+        the reduced and on the full-size program).
     tol : keyword-only, relative tolerance for a constraint to count as tight, default 1e-8:
-        ``abs(value - 1) <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F)``.
+        ``abs(value - 1) <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F)``; for the
+        nuclear norm ``max(tol, NUCLEAR_TOL)``, the accuracy its certificate guarantees.
 
     Returns
     -------
-    WSVMResult : W^mm, its margin, the constraint values and support.
+    WSVMResult : W^mm, its margin 1 / ||W|| in the chosen norm, the constraint values and
+        support, ``norm_name``; for the nuclear norm also the multipliers, the dual matrix
+        Lambda and the duality gap (None for the Frobenius norm).
 
     Raises
     ------
     ValueError : bad inputs (X not (n, T, d) with n, d >= 1 and T >= 2, ``alpha`` not one index
         in [0, T) per sequence, ``queries`` neither (d,) nor (n, d) or a zero (d,) query, NaN or
-        inf, an unknown ``solver``, ``tol`` not a finite positive number), or no W ranks every
-        selected token first.
+        inf, ``norm`` not "frobenius" or "nuclear", an unknown ``solver``, ``tol`` not a finite
+        positive number), or no W ranks every selected token first (the same error for both
+        norms: feasibility does not depend on the norm).
     TypeError : X or queries is not a real numeric array, ``alpha`` does not hold integers, or
         ``tol`` is not a number.
-    IllConditionedError : (a ValueError) as in :func:`att_svm`.
+    IllConditionedError : (a ValueError) as in :func:`att_svm`; for the nuclear norm also when
+        the answer fails its certificate (the message, starting with ``X:``, names the KKT
+        condition and its violation) or Clarabel does not solve the program.
 
     Examples
     --------
@@ -960,22 +1075,49 @@ def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVM
     (True, 1.4142)
     >>> round(mm.w_svm(X, [0], queries=[[0.0, 2.0]]).margin, 4)  # a longer query: a larger margin
     2.8284
+
+    The constraints W_11 >= 1, W_12 >= 1 and W_22 >= 1: the Frobenius SVM is [[1, 1], [0, 1]]
+    (||W||_F = sqrt(3), ||W||_* = sqrt(5)); the nuclear SVM is the rank-one matrix of ones, of
+    ||W||_* = 2 (it is optimal: Lambda = I has ||Lambda||_2 = 1 and <I, W> = tr W >= 2 for
+    every feasible W):
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]],
+    ...               [[0.0, 1.0], [0.0, 0.0]]])
+    >>> queries = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    >>> fro = mm.w_svm(X, [0, 0, 0], queries=queries)
+    >>> np.round(fro.W, 4), round(fro.norm, 4)
+    (array([[1., 1.],
+           [0., 1.]]), 1.7321)
+    >>> nuc = mm.w_svm(X, [0, 0, 0], queries=queries, norm="nuclear")
+    >>> np.round(nuc.W, 4), round(nuc.norm, 4), round(nuc.margin, 4)
+    (array([[1., 1.],
+           [1., 1.]]), 2.0, 0.5)
+    >>> abs(nuc.duality_gap) < 1e-6, np.round(nuc.dual, 4)
+    (True, array([[1., 0.],
+           [0., 1.]]))
     """
     D, alpha, Z = _w_inputs(X, alpha, queries)
+    norm = _w_norm(norm)
     solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
     n, T, d = D.shape
     others = _others(alpha, T)
 
-    def readable():
-        return _w_problem(D, alpha, Z)
-
-    if Z.ndim == 1:  # closed form from u^mm = ATT-SVM on the raw tokens
-        program = Program(D[others], np.ones(others.sum()), readable, lift=lambda u: _lift(u, Z))
+    nuclear = None
+    if norm == "nuclear":
+        nuclear = _w_nuclear(D, alpha, Z, solver)
+        W = nuclear.W
     else:
-        G, _, _ = _w_rows(D, alpha, Z)
-        program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
-    W = _run(solve, program, lambda: _w_infeasible(D, alpha, Z), "X")[0]
+        def readable():
+            return _w_problem(D, alpha, Z)
+
+        if Z.ndim == 1:  # closed form from u^mm = ATT-SVM on the raw tokens
+            program = Program(D[others], np.ones(others.sum()), readable,
+                              lift=lambda u: _lift(u, Z))
+        else:
+            G, _, _ = _w_rows(D, alpha, Z)
+            program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
+        W = _run(solve, program, lambda: _w_infeasible(D, alpha, Z), "X")[0]
 
     each = np.broadcast_to(Z, (n, d))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -985,15 +1127,305 @@ def w_svm(X, alpha, *, queries, solver: str = "fast", tol: float = 1e-8) -> WSVM
         raise ValueError(f"queries: the constraint values (x_{{i,alpha_i}} - x_it)^T W z_i of "
                          f"sequence {i} at the solution exceed float64 (the queries' or the "
                          "sequences' scales differ by too large a factor); rescale them")
-    norm = _ldp.norm(W)
+    frobenius = _ldp.norm(W)
     sizes = _sizes(D) * _ldp.row_norms(each)[:, None]
+    if nuclear is None:
+        return WSVMResult(
+            W=_readonly(W),
+            margin=_margin(frobenius),
+            constraints=_readonly(values),
+            support=_readonly(others & _tight(values, 1.0, sizes, frobenius, tol)),
+            alpha=_readonly(alpha),
+        )
+    multipliers = np.zeros((n, T))
+    multipliers[others] = nuclear.mu
+    support = others & _tight(values, 1.0, sizes, frobenius, max(tol, NUCLEAR_TOL))
     return WSVMResult(
         W=_readonly(W),
-        margin=_margin(norm),
+        margin=_margin(_nuclear_norm(W)),
         constraints=_readonly(values),
-        support=_readonly(others & _tight(values, 1.0, sizes, norm, tol)),
+        support=_readonly(support),
         alpha=_readonly(alpha),
+        norm_name="nuclear",
+        multipliers=_readonly(multipliers),
+        dual=_readonly(nuclear.dual),
+        duality_gap=nuclear.gap,
     )
+
+
+class _Nuclear(NamedTuple):
+    """A certified nuclear-norm W-SVM: W, multipliers mu (one per row, row-major), Lambda and
+    the duality gap ||W||_* - sum mu."""
+
+    W: np.ndarray
+    mu: np.ndarray
+    dual: np.ndarray
+    gap: float
+
+
+def _span(A: np.ndarray) -> np.ndarray:
+    """Orthonormal basis (d, r) of the span of the rows of A (m, d), from the SVD of the rows
+    scaled to unit length (the span does not change; zero rows are left out); singular values
+    below max(m, d) * eps times the largest count as zero, as in ``np.linalg.matrix_rank``."""
+    lengths = _ldp.row_norms(A)
+    A = A[lengths > 0] / lengths[lengths > 0, None]
+    if len(A) == 0:
+        return np.zeros((A.shape[1], 0))
+    U, S, _ = np.linalg.svd(A.T, full_matrices=False)
+    return U[:, : int(np.sum(S > S[0] * max(A.shape) * np.finfo(np.float64).eps))]
+
+
+def _nuclear_clarabel(problem: cp.Problem, constraint) -> np.ndarray:
+    """Solve a nuclear-norm program with Clarabel (tolerances 1e-10); the multipliers of
+    ``constraint``. IllConditionedError naming X when Clarabel fails."""
+    import cvxpy as cp
+
+    try:
+        problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    except cp.error.SolverError as error:
+        raise IllConditionedError(f"X: cvxpy/Clarabel fails on the nuclear-norm W-SVM "
+                                  f"({error})") from None
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or constraint.dual_value is None:
+        raise IllConditionedError(f"X: cvxpy/Clarabel does not solve the nuclear-norm W-SVM "
+                                  f"(status {problem.status!r}), although a feasible W exists")
+    return np.asarray(constraint.dual_value, dtype=np.float64).reshape(-1)
+
+
+def _nuclear_core(rows_D: np.ndarray, rows_Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced nuclear-norm W-SVM: W = U_D M U_Z^T with M (r_D, r_Z) = argmin ||M||_* s.t.
+    (U_D^T d_j)^T M (U_Z^T z_j) >= 1. Returns (W, multipliers).
+
+    Why nothing is lost: the constraints see W only through P_D W P_Z (as P_D d_j = d_j and
+    P_Z z_j = z_j), and ||P_D W P_Z||_* <= ||W||_* (projectors have spectral norm 1), so some
+    optimum is U_D M U_Z^T, of nuclear norm ||M||_* (U_D, U_Z orthonormal); details in
+    :func:`_w_nuclear`."""
+    import cvxpy as cp
+
+    U_D, U_Z = _span(rows_D), _span(rows_Z)
+    a, b = rows_D @ U_D, rows_Z @ U_Z
+    M = cp.Variable((U_D.shape[1], U_Z.shape[1]), name="M")
+    constraint = cp.sum(cp.multiply(a @ M, b), axis=1) >= 1
+    mu = _nuclear_clarabel(cp.Problem(cp.Minimize(cp.normNuc(M)), [constraint]), constraint)
+    return U_D @ np.asarray(M.value, dtype=np.float64) @ U_Z.T, mu
+
+
+def _nuclear_kkt(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray,
+                 mu: np.ndarray) -> dict[str, float]:
+    """The KKT violations of (W, mu) for min ||W||_* s.t. <G_j, W> >= 1, G_j = d_j z_j^T (rows
+    (m, d) each), each relative to its scale (0 when the condition holds exactly):
+
+    * primal feasibility: max_j of -s_j, s_j = (<G_j, W> - 1) / (|d_j|^T |W| |z_j| + 1) (|.|
+      entrywise: the size of the rounding error of the value);
+    * dual feasibility: -min_j mu_j / max_j |mu_j|;
+    * complementary slackness: sum_j mu_j |s_j| / sum_j mu_j (mu clipped at 0 from here on);
+    * spectral norm: ||Lambda||_2 - 1, with Lambda = sum_j mu_j G_j;
+    * alignment: | ||W||_* - <Lambda, W> | / ||W||_*;
+    * duality gap: | ||W||_* - sum_j mu_j | / ||W||_*.
+
+    The first five are the KKT conditions (Lambda in the subdifferential of ||.||_* at W is
+    ||Lambda||_2 <= 1 and <Lambda, W> = ||W||_*); the gap follows from them and is checked
+    too. Why they bound the error: every feasible W' has ||W'||_* >= <Lambda, W'> / ||Lambda||_2
+    = sum_j mu_j <G_j, W'> / ||Lambda||_2 >= sum_j mu_j / ||Lambda||_2, while W divided by its
+    smallest constraint value is feasible; so violations below tol put ||W||_* within about
+    3 tol of the optimal value.
+    """
+    if not (np.all(np.isfinite(W)) and np.all(np.isfinite(mu))):
+        return dict.fromkeys(("primal feasibility", "dual feasibility", "complementary "
+                              "slackness", "spectral norm", "alignment", "duality gap"), np.inf)
+    values = np.einsum("ja,ab,jb->j", rows_D, W, rows_Z)
+    scale = np.einsum("ja,ab,jb->j", np.abs(rows_D), np.abs(W), np.abs(rows_Z)) + 1.0
+    slack = (values - 1.0) / scale
+    top = float(np.abs(mu).max(initial=0.0))
+    positive = np.maximum(mu, 0.0)
+    total = float(positive.sum())
+    dual = np.einsum("j,ja,jb->ab", positive, rows_D, rows_Z)
+    nuclear = _nuclear_norm(W)
+    size = nuclear if nuclear > 0 else np.inf
+    return {
+        "primal feasibility": max(0.0, -float(slack.min(initial=0.0))),
+        "dual feasibility": max(0.0, -float(mu.min(initial=0.0))) / top if top > 0 else np.inf,
+        "complementary slackness": float(positive @ np.abs(slack)) / total if total > 0 else np.inf,
+        "spectral norm": max(0.0, float(np.linalg.norm(dual, 2)) - 1.0),
+        "alignment": abs(nuclear - float(np.sum(dual * W))) / size,
+        "duality gap": abs(nuclear - total) / size,
+    }
+
+
+def _nuclear_certify(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray,
+                     mu: np.ndarray) -> None:
+    """IllConditionedError naming X and the worst KKT condition unless every violation of
+    :func:`_nuclear_kkt` is at most NUCLEAR_TOL."""
+    violations = _nuclear_kkt(rows_D, rows_Z, W, mu)
+    condition = max(violations, key=violations.get)
+    if not violations[condition] <= NUCLEAR_TOL:
+        raise IllConditionedError(
+            f"X: the nuclear-norm W-SVM fails its KKT certificate: {condition} violated by "
+            f"{violations[condition]:.1e} (relative tolerance {NUCLEAR_TOL:.0e}; the violations: "
+            + ", ".join(f"{k} {v:.1e}" for k, v in violations.items()) + ")")
+
+
+def _nuclear_newton(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray, mu: np.ndarray,
+                    rank: int, active: np.ndarray, steps: int = 8):
+    """Newton's method on the KKT system of min (||K||_F^2 + ||Q||_F^2) / 2 s.t.
+    d_j^T K Q^T z_j = 1 for the ``active`` rows, K and Q of shape (d, rank): the variational
+    form of the nuclear norm (||W||_* = min over K Q^T = W of that objective) with the rank of
+    the interior-point W fixed. Its KKT system is K = Lambda Q, Q = Lambda^T K and the active
+    constraints, with Lambda = sum_j mu_j d_j z_j^T; started from K = U sqrt(S), Q = V sqrt(S)
+    of W's SVD it converges quadratically where the interior point stops at about 1e-10 in the
+    value and, when a tight constraint has a zero multiplier, only about 1e-5 in W. Steps are
+    least-squares solves (the system is invariant under K, Q -> K O, Q O with O orthogonal).
+    Returns (W, mu) or None when the iteration does not settle."""
+    d = W.shape[0]
+    U, S, Vt = np.linalg.svd(W)
+    K, Q = U[:, :rank] * np.sqrt(S[:rank]), Vt[:rank].T * np.sqrt(S[:rank])
+    a, b, m = rows_D[active], rows_Z[active], len(active)
+    y = np.concatenate([K.ravel(), Q.ravel(), mu[active]])
+    G = np.einsum("ja,jb->jab", a, b)  # (m, d, d)
+    for _ in range(steps):
+        K, Q, nu = y[: d * rank].reshape(d, rank), y[d * rank: 2 * d * rank].reshape(d, rank), \
+            y[2 * d * rank:]
+        Lam = np.einsum("j,jab->ab", nu, G)
+        F = np.concatenate([(K - Lam @ Q).ravel(), (Q - Lam.T @ K).ravel(),
+                            np.einsum("ja,ak,bk,jb->j", a, K, Q, b) - 1.0])
+        # Jacobian, row-major vec: d vec(A Q) / d vec(Q) = kron(A, I_rank)
+        J = np.zeros((len(F), len(y)))
+        r1, r2 = slice(0, d * rank), slice(d * rank, 2 * d * rank)
+        J[r1, r1] = np.eye(d * rank)
+        J[r1, r2] = -np.kron(Lam, np.eye(rank))
+        J[r1, 2 * d * rank:] = -np.einsum("jab,bk->akj", G, Q).reshape(d * rank, m)
+        J[r2, r2] = np.eye(d * rank)
+        J[r2, r1] = -np.kron(Lam.T, np.eye(rank))
+        J[r2, 2 * d * rank:] = -np.einsum("jab,ak->bkj", G, K).reshape(d * rank, m)
+        J[2 * d * rank:, r1] = np.einsum("ja,jk->jak", a, b @ Q).reshape(m, d * rank)
+        J[2 * d * rank:, r2] = np.einsum("jb,jk->jbk", b, a @ K).reshape(m, d * rank)
+        step = np.linalg.lstsq(J, -F, rcond=None)[0]
+        y = y + step
+        if not np.all(np.isfinite(y)):
+            return None
+        if np.linalg.norm(step) <= 1e-15 * np.linalg.norm(y):
+            break
+    K, Q = y[: d * rank].reshape(d, rank), y[d * rank: 2 * d * rank].reshape(d, rank)
+    full = np.zeros(len(mu))
+    full[active] = y[2 * d * rank:]
+    return K @ Q.T, full
+
+
+#: Largest Newton system (unknowns 2 d rank + active rows) that :func:`_nuclear_polish` solves:
+#: a dense least-squares solve of that size takes about 0.1 s; beyond it the interior-point
+#: answer is certified as it is (its violations are about 1e-10, see ``NUCLEAR_TOL``).
+POLISH_SIZE = 1500
+
+
+def _nuclear_polish(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray,
+                    mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best of the interior-point (W, mu) and its Newton refinements
+    (:func:`_nuclear_newton`) with the rank and the active rows read off at a few thresholds:
+    the pair with the smallest largest violation of :func:`_nuclear_kkt`."""
+    def worst(pair):
+        return max(_nuclear_kkt(rows_D, rows_Z, *pair).values())
+
+    best = (W, mu)
+    best_violation = worst(best)
+    S = np.linalg.svd(W, compute_uv=False)
+    slack = np.einsum("ja,ab,jb->j", rows_D, W, rows_Z) - 1.0
+    top = float(np.abs(mu).max(initial=0.0))
+    for cut in (1e-9, 1e-7, 1e-5):
+        rank = int(np.sum(S > cut * S[0]))
+        active = np.flatnonzero((mu > cut * top) | (np.abs(slack) < cut))
+        if rank == 0 or len(active) == 0 or 2 * W.shape[0] * rank + len(active) > POLISH_SIZE:
+            continue
+        polished = _nuclear_newton(rows_D, rows_Z, W, mu, rank, active)
+        if polished is not None:
+            violation = worst(polished)
+            if violation < best_violation:
+                best, best_violation = polished, violation
+        if best_violation <= 1e-14:  # rounding level: no later cut can do better
+            break
+    return best
+
+
+def _w_nuclear(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray, solver: str) -> _Nuclear:
+    """The nuclear-norm W-SVM on validated differences D (n, T, d) and queries Z, certified.
+
+    Feasibility does not depend on the norm, so it is decided (and explained) by the
+    least-distance solver exactly as for the Frobenius norm. Everything runs on D and Z divided
+    by powers of two 2^e_D, 2^e_Z near their largest entries (exact divisions, so the
+    certificate at unit scale is the certificate of the data; W and mu, which scale like
+    1 / (scale of D * scale of Z), are multiplied back by 2^-(e_D + e_Z), a ValueError naming X
+    when that leaves float64), and the program is solved:
+
+    * solver "fast" with one shared query p: the closed form u^mm p^T / ||p||^2 (the Frobenius
+      solution; see :func:`w_svm` for why it is the nuclear one too), with multipliers
+      mu_u / (||u|| ||p||) from those of ATT-SVM, mu_u (u = sum_j mu_u,j d_j), so that
+      Lambda = u p^T / (||u|| ||p||), ||Lambda||_2 = 1 and sum mu = ||u|| / ||p|| = ||W||_*;
+    * solver "fast" otherwise: the core M below; solver "cvxpy": the full-size
+      :func:`w_svm_problem` (``norm="nuclear"``) on the rescaled data.
+
+    Reduction (why the core M loses nothing). Constraint j is <W, G_j> >= 1 with
+    G_j = d_j z_j^T, d_j = x_{i,alpha_i} - x_it and z_j = z_i. Let P_D and P_Z be the
+    orthogonal projectors onto span{d_j} and span{z_j}. Since P_D d_j = d_j and P_Z z_j = z_j,
+    <P_D W P_Z, G_j> = d_j^T P_D W P_Z z_j = d_j^T W z_j = <W, G_j>: the constraints see W only
+    through P_D W P_Z, which is feasible whenever W is. And ||P_D W P_Z||_* <= ||P_D||_2
+    ||W||_* ||P_Z||_2 <= ||W||_* (Hoelder's inequality for Schatten norms). So projecting an
+    optimum gives an optimum W = U_D M U_Z^T, with U_D (d, r_D) and U_Z (d, r_Z) orthonormal
+    bases of the two spans and M = U_D^T W U_Z; as U_D and U_Z have orthonormal columns,
+    ||W||_* = ||M||_*, and the constraints read (U_D^T d_j)^T M (U_Z^T z_j) >= 1. Hence
+    min ||M||_* under those constraints is the nuclear-norm W-SVM, with r_D <= min(d, n (T - 1))
+    and r_Z <= min(d, n). (The certificate below checks the lifted W on the original rows, so
+    a wrong basis cannot pass.)
+    """
+    # unit scale by powers of two (exact): D = 2^e_D D_u, Z = 2^e_Z Z_u, so W = W_u / 2^(e_D + e_Z)
+    # and mu = mu_u / 2^(e_D + e_Z), the certificate of (W_u, mu_u) on (D_u, Z_u) being exactly
+    # the one of (W, mu) on (D, Z); everything below runs on D_u, Z_u
+    e_D, e_Z = _exponent(D), _exponent(Z)
+    D, Z = np.ldexp(D, -e_D), np.ldexp(Z, -e_Z)
+    n, T, d = D.shape
+    others = _others(alpha, T)
+    each = np.broadcast_to(Z, (n, d))
+    rows_D, rows_Z = D[others], each[np.nonzero(others)[0]]
+
+    # feasibility, norm-independent: the least-distance test and the Frobenius explanation (on
+    # the unit-scale data: the products d_j z_j^T of the rows of G neither under- nor overflow)
+    if Z.ndim == 1:
+        check = Program(rows_D, np.ones(len(rows_D)), readable=lambda: None)
+    else:
+        check = Program(_w_rows(D, alpha, Z)[0], np.ones(len(rows_D)), readable=lambda: None)
+    _run(lambda program: (None if _ldp.solve(program.G, program.h, certify=False) is None
+                          else (None, None)),
+         check, lambda: _w_infeasible(D, alpha, Z), "X")
+
+    if Z.ndim == 1 and solver == "fast":
+        u, mu_u = _run(_solve_fast, Program(rows_D, np.ones(len(rows_D)), readable=lambda: None),
+                       lambda: _w_infeasible(D, alpha, Z), "X")
+        W = _lift(u, Z)
+        mu = _multipliers(mu_u, "X") / (_ldp.norm(u) * _ldp.norm(Z))
+    else:
+        if solver == "cvxpy":
+            problem, variable = _w_problem(D, alpha, each, "nuclear")
+            mu = _nuclear_clarabel(problem, problem.constraints[0])
+            W = np.asarray(variable.value, dtype=np.float64)
+        else:
+            W, mu = _nuclear_core(rows_D, rows_Z)
+        W, mu = _nuclear_polish(rows_D, rows_Z, W, mu)
+    _nuclear_certify(rows_D, rows_Z, W, mu)
+    mu = np.maximum(mu, 0.0)
+    dual = np.einsum("j,ja,jb->ab", mu, rows_D, rows_Z)  # scale-free: the same at any scale
+    gap = _nuclear_norm(W) - float(mu.sum())
+    # back to the data's scale; W and mu scale alike, by 2^-(e_D + e_Z)
+    shift = -(e_D + e_Z)
+    top = float(np.abs(W).max())
+    with np.errstate(over="ignore", under="ignore"):
+        largest = np.ldexp(max(top, float(mu.max(initial=0.0))), shift)
+    if not (np.isfinite(largest) and np.ldexp(top, shift) >= np.finfo(np.float64).tiny):
+        raise ValueError(f"X: the nuclear-norm W^mm scales like 1 / (scale of X * scale of "
+                         f"queries) and its entries (about 2^{np.frexp(top)[1] + shift}) leave "
+                         "the range of float64 at these scales; rescale X or queries")
+    return _Nuclear(np.ldexp(W, shift), np.ldexp(mu, shift), dual, float(np.ldexp(gap, shift)))
+
+
+def _exponent(A: np.ndarray) -> int:
+    """e with max |A| / 2^e in [1/2, 1) (0 for a zero array): dividing by 2^e is exact."""
+    return int(np.frexp(float(np.abs(A).max(initial=0.0)))[1])
 
 
 def _lift(u: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ X, Y, v, W = inst.X, inst.Y, inst.v, inst.W
 p = np.zeros(3)
 nan_X = X.copy()
 nan_X[1, 2, 0] = np.nan
+Q = np.array([[1.0, 0.5, 0.2], [0.3, 1.0, 0.0], [0.0, 0.2, 1.0]])  # one query per sequence (W-SVM)
 
 CASES = [
     ("X 2-D", lambda: mm.attention(X[0], p), ValueError, r"X: expected shape \(n, T, d\)"),
@@ -65,6 +66,31 @@ CASES = [
     ("nn labels", lambda: mm.nn.logistic_risk(mm.nn.PromptAttention(3), X, [1.0, 0.0, 1.0]),
      ValueError, r"^Y: labels must be -1 or \+1, found 0\.0$"),
     ("nn model", lambda: mm.nn.logistic_risk(None, X, Y), TypeError, r"^model: expected a PromptAttention"),
+    # the nuclear-norm W-SVM: the Frobenius one's errors, and its own
+    ("w_svm norm unknown", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm="spectral"), ValueError,
+     r"^norm: expected one of \('frobenius', 'nuclear'\), got 'spectral'"),
+    ("w_svm norm None", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm=None), ValueError, r"^norm: expected one of"),
+    ("w_svm_problem norm", lambda: mm.svm.w_svm_problem(X, [0, 0, 0], queries=Q, norm="l1"), ValueError,
+     r"^norm: expected one of"),
+    ("nuclear queries wrong shape", lambda: mm.w_svm(X, [0, 0, 0], queries=np.ones((2, 3)), norm="nuclear"),
+     ValueError, r"^queries: expected shape \(3,\) or \(3, 3\), got \(2, 3\)"),
+    ("nuclear queries NaN", lambda: mm.w_svm(X, [0, 0, 0], queries=np.where(Q == 1.0, np.nan, Q), norm="nuclear"),
+     ValueError, r"^queries: non-finite value at index \(0, 0\)"),
+    ("nuclear zero query", lambda: mm.w_svm(X, [0, 0, 0], queries=np.zeros(3), norm="nuclear"), ValueError,
+     r"^queries: the query vector is zero"),
+    ("nuclear X NaN", lambda: mm.w_svm(nan_X, [0, 0, 0], queries=Q, norm="nuclear"), ValueError,
+     r"^X: non-finite value at index \(1, 2, 0\)"),
+    ("nuclear infeasible", lambda: mm.w_svm(X, [1, 1, 1], queries=Q, norm="nuclear"), ValueError,
+     r"^alpha: W-SVM is infeasible: in sequence 1 token 1 .*convex hull"),
+    ("nuclear solver", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm="nuclear", solver="exact"), ValueError,
+     r"^solver: expected one of"),
+    ("nuclear W beyond float64", lambda: mm.w_svm(X * 1e200, [0, 0, 0], queries=Q * 1e200, norm="nuclear"),
+     ValueError, r"^X: the nuclear-norm W\^mm scales like 1 / \(scale of X \* scale of queries\)"),
+    ("w_svm differences overflow", lambda: mm.w_svm([[[1e308, 0.0], [-1e308, 1.0]]], [0], queries=[1.0, 0.0]),
+     ValueError, r"^X: the differences x_\{i,alpha_i\} - x_it of sequence 0 overflow float64"),
+    ("nuclear differences overflow",
+     lambda: mm.w_svm([[[1e308, 0.0], [-1e308, 1.0]]], [0], queries=[1.0, 0.0], norm="nuclear"),
+     ValueError, r"^X: the differences x_\{i,alpha_i\} - x_it of sequence 0 overflow float64"),
 ]
 
 #: Token 1 of sequence 0 lies between tokens 0 and 2 (the convex hull); scaled by 1e-13 it is
