@@ -596,6 +596,29 @@ MUTANTS = [
            "        W, mu = _nuclear_polish(rows_D, rows_Z, W, mu)\n",
            "",
            ("test_nuclear_svm.py",)),
+    Mutant("keyquery.py", "gd_KQ: dQ computed as G K instead of G^T K",
+           "grad_Q = ZtT @ (A.transpose(1, 2) @ K)",
+           "grad_Q = A @ (Zt @ K)",
+           ("test_keyquery.py",)),
+    Mutant("keyquery.py", "gd_KQ: the penalty's gradient reg K instead of 2 reg K",
+           "penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(B, 1, 1)",
+           "penalty = reg if scale is None else reg * scale.reshape(B, 1, 1)",
+           ("test_keyquery.py",)),
+    Mutant("keyquery.py", "gd_KQ: (K, Q) normalized jointly instead of each by its own norm",
+           "            K = K - lr * _factor_step(grad_K, normalized, eps, scale)\n"
+           "            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)\n",
+           "            both = _factor_step(torch.cat([grad_K, grad_Q], dim=1), normalized, eps, scale)\n"
+           "            K, Q = K - lr * both[:, :d], Q - lr * both[:, d:]\n",
+           ("test_keyquery.py",)),
+    Mutant("keyquery.py", "gd_KQ: the penalty's gradient not rescaled with the loss's overflowing weights",
+           "2.0 * reg * scale.reshape(B, 1, 1)",
+           "2.0 * reg * torch.ones_like(scale).reshape(B, 1, 1)",
+           ("test_keyquery.py",)),
+    Mutant("keyquery.py", "gd_KQ: a zero factor gradient divided by eps * scale = 0 (0 / 0)",
+           "    if normalized and scale is not None:\n"
+           "        step = torch.where(torch.any(flat != 0, dim=0, keepdim=True), step, 0.0)\n",
+           "",
+           ("test_keyquery.py",)),
 ]
 
 

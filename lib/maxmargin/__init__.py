@@ -20,6 +20,7 @@ from .heads import (
     MLPHead, OptimalSets, SetDirection, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
     optimal_sets, set_direction, set_offset,
 )
+from .keyquery import KQTrajectory, gd_KQ
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
     attention, excess_risk, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W, risk_W, scores,
@@ -56,9 +57,9 @@ __all__ = [
     "optimal_indices", "support_tokens", "check_selection", "is_locally_optimal",
     "feasible_selections", "locally_optimal_indices", "selection_census", "Selection",
     "SelectionCensus", "trap_sets", "TrapSet",
-    # gradient descent (train)
-    "gd", "gd_stack", "gd_W", "gd_joint", "cosine", "Trajectory",
-    "StackTrajectory", "WTrajectory", "JointTrajectory",
+    # gradient descent (train; keyquery: on the factors K, Q of W = K Q^T)
+    "gd", "gd_stack", "gd_W", "gd_KQ", "gd_joint", "cosine", "Trajectory",
+    "StackTrajectory", "WTrajectory", "KQTrajectory", "JointTrajectory",
     # regularization paths (paths) and nonlinear heads (heads)
     "regularization_path", "local_regularization_path", "RegularizationPath", "MLPHead",
     "mlp_head", "head_attention", "head_predict", "head_risk", "head_risk_grad", "optimal_sets",

@@ -135,10 +135,12 @@ TRAINERS = {  # each trainer with its hyper-parameters replaced by keyword overr
     "gd_stack": lambda **kw: mm.gd_stack(X[None], Y[None], v, p, **({"steps": 3, "lr": 0.1, "W": W,
                                                                       "normalized": True} | kw)),
     "gd_W": lambda **kw: mm.gd_W(X, Y, v, np.eye(3), p + 1.0, **({"steps": 3, "lr": 0.1, "normalized": True} | kw)),
+    "gd_KQ": lambda **kw: mm.gd_KQ(X, Y, v, np.eye(3), np.eye(3), p + 1.0,
+                                   **({"steps": 3, "lr": 0.1, "normalized": True} | kw)),
     "gd_joint": lambda **kw: mm.gd_joint(X, Y, v, p, **({"steps": 3, "lr": 0.1, "W": W,
                                                            "normalized": True} | kw)),
 }
-EPS = {"gd": ["eps"], "gd_stack": ["eps"], "gd_W": ["eps"], "gd_joint": ["eps_v", "eps_p"]}
+EPS = {"gd": ["eps"], "gd_stack": ["eps"], "gd_W": ["eps"], "gd_KQ": ["eps"], "gd_joint": ["eps_v", "eps_p"]}
 BAD_HYPER = [  # (argument, value, error): each must be rejected by every trainer
     ("steps", 0, ValueError), ("steps", -2, ValueError), ("steps", 2.5, TypeError), ("steps", True, TypeError),
     ("lr", 0.0, ValueError), ("lr", -0.1, ValueError), ("lr", np.nan, ValueError), ("lr", np.inf, ValueError),
@@ -150,7 +152,7 @@ BAD_HYPER = [  # (argument, value, error): each must be rejected by every traine
 @pytest.mark.parametrize("trainer", sorted(TRAINERS))
 @pytest.mark.parametrize("argument, value, error", BAD_HYPER, ids=[f"{a}={b!r}" for a, b, _ in BAD_HYPER])
 def test_every_trainer_rejects_each_bad_hyper_parameter(trainer, argument, value, error):
-    """Replaces a meta-test that counted its own list. Bug caught: one of the four training
+    """Replaces a meta-test that counted its own list. Bug caught: one of the training
     loops dropping a validation (e.g. a negative lr or a zero eps accepted and run)."""
     for name in EPS[trainer] if argument == "eps" else [argument]:
         with pytest.raises(error, match=rf"^{name}: "):
@@ -173,6 +175,8 @@ def test_every_trainer_accepts_the_defaults_it_is_checked_against(trainer):
      r"about 10\^320, whatever the iterate and lr: reduce the scale of X or v"),
     ("gd_joint", lambda: mm.gd_joint(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 0.1, normalized=True),
      r"reduce the scale of X or v"),
+    ("gd_KQ", lambda: mm.gd_KQ(X * 1e10, Y, v, np.eye(3) * 1e150, np.eye(3) * 1e150, np.ones(3), 3, 0.1),
+     r"the start K0, Q0"),
 ])
 def test_an_overflow_names_its_cause_not_lr(engine, name, call, cause, monkeypatch):
     """Bug caught (issue 22, cause 6): lr was blamed ("lr = 0.1 is too large") at step 0, before

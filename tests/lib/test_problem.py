@@ -56,6 +56,7 @@ CALLS = {
     "gd": lambda: mm.gd(X, Y, v, INST.p0, 5, 0.1, W=W),
     "gd_joint": lambda: mm.gd_joint(X, Y, v, INST.p0, 5, 0.1, W=W, normalized=True),
     "gd_W": lambda: mm.gd_W(X, Y, v, np.eye(3), INST.p0[0], 5, 0.1),
+    "gd_KQ": lambda: mm.gd_KQ(X, Y, v, np.eye(3), np.eye(3), INST.p0[0], 5, 0.1),
     "selection_basin": lambda: landscape.selection_basin(X, Y, v, W=W, num=3, steps=5),
     "head_predict": lambda: mm.head_predict(HEAD.X, HEAD.head, np.zeros(4), W=HEAD.W),
     "set_direction": lambda: mm.set_direction(HEAD.X, HEAD.Y, HEAD.head, W=HEAD.W),

@@ -1,0 +1,264 @@
+"""Gradient descent on the key-query factors: W = K Q^T trained through K and Q.
+
+The follow-up paper ("Transformers as Support Vector Machines", arXiv 2308.16898) trains the
+attention through its key and query matrices K, Q (d, m) instead of their product W = K Q^T
+(d, d), whose rank is then at most m. With one query z_i per sequence the logits are
+x_it^T K Q^T z_i, and the gradients follow from the W-gradient G = dL/dW of :func:`~maxmargin.gd_W`
+by the chain rule: dL/dK = G Q, dL/dQ = G^T K. Runs are batched over B starts as in
+:mod:`.train`, whose kernels (the softmax, margins, derivative weights, scale-safe normalized
+step, cost estimate and overflow errors) are reused here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from . import _checks, _kernels
+from .losses import Loss
+from .problem import problem
+from .train import _affordable_descent, _largest, _overflow, _record_count, _record_steps, _settings, _step_direction
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    a.flags.writeable = False
+    return a
+
+
+def _unit_scaled(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each matrix (last two axes) of A divided by its largest |entry| (zero matrices kept), and
+    those largest entries (...)."""
+    top = np.max(np.abs(A), axis=(-2, -1))
+    return A / np.where(top > 0, top, 1.0)[..., None, None], top
+
+
+@dataclass(frozen=True)
+class KQTrajectory:
+    """A batch of B gradient-descent runs on the key-query factors (K, Q), recorded at R steps.
+
+    The arrays are read-only.
+
+    Attributes
+    ----------
+    K, Q : (R, B, d, m) the key and query factors at the recorded steps.
+    risk : (R, B) the risk L(K Q^T) (the mean loss) at each recorded iterate, WITHOUT the
+        penalty reg (||K||_F^2 + ||Q||_F^2) that the run minimized with it.
+    lr, normalized, reg : the step size, whether the steps were normalized, the penalty weight.
+    steps : (R,) the step index of each record.
+    W : (property) (R, B, d, d) the products K Q^T, of rank at most m.
+
+    Methods ``cosine(direction)``, (R, B) Frobenius cosines of W with a (d, d) matrix (see
+    :func:`~maxmargin.cosine`), and ``singular_values()``, (R, B, min(d, m)) the largest
+    min(d, m) singular values of each W (the others are 0), to watch the rank collapse.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> run = mm.gd_KQ(X, [1.0], [1.0, 0.5], 0.1 * np.eye(2), np.zeros((2, 2)), [1.0, 0.0],
+    ...                100, 0.1, normalized=True, record_every=None)
+    >>> run.steps, run.K.shape, run.W.shape, run.singular_values().shape
+    (array([  0, 100]), (2, 1, 2, 2), (2, 1, 2, 2), (2, 1, 2))
+    """
+
+    K: np.ndarray
+    Q: np.ndarray
+    risk: np.ndarray
+    lr: float
+    normalized: bool
+    reg: float
+    steps: np.ndarray
+
+    @property
+    def W(self) -> np.ndarray:
+        """(R, B, d, d) the products W = K Q^T of the recorded factors."""
+        return self.K @ np.swapaxes(self.Q, -1, -2)
+
+    def cosine(self, direction) -> np.ndarray:
+        """(R, B) Frobenius cosine of each recorded W = K Q^T with the matrix ``direction``
+        (d, d) (see :func:`~maxmargin.cosine`); W is formed from K and Q divided by their
+        largest entries, so no product overflows."""
+        d = self.K.shape[-2]
+        u = _checks.as_float_array(direction, "direction")   # _checks.direction: finite, no 0
+        if u.size != d * d:
+            raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
+        K, _ = _unit_scaled(self.K)
+        Q, _ = _unit_scaled(self.Q)
+        flat = (K @ np.swapaxes(Q, -1, -2)).reshape(self.K.shape[:2] + (-1,))
+        return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
+
+    def singular_values(self) -> np.ndarray:
+        """(R, B, min(d, m)) the largest min(d, m) singular values of each W = K Q^T, in
+        decreasing order (W has rank at most m; its other singular values are 0).
+
+        Computed from the QR factors K = Q_K R_K, Q = Q_Q R_Q as the singular values of the
+        small core R_K R_Q^T, after dividing K and Q by their largest entries, so they are
+        accurate where W itself would overflow or underflow (a value beyond float64 is inf).
+        """
+        K, top_K = _unit_scaled(self.K)
+        Q, top_Q = _unit_scaled(self.Q)
+        core = np.linalg.qr(K, mode="r") @ np.swapaxes(np.linalg.qr(Q, mode="r"), -1, -2)
+        with np.errstate(over="ignore"):
+            return np.linalg.svd(core, compute_uv=False) * (top_K * top_Q)[..., None]
+
+
+def _factor(A, d: int, name: str) -> np.ndarray:
+    """A start of a factor: (d, m) or (B, d, m) with B, m >= 1, finite, as (B, d, m)."""
+    A = _checks.as_float_array(A, name)
+    if A.ndim == 2:
+        A = A[None]
+    if A.ndim != 3 or A.shape[1] != d or A.shape[0] < 1:
+        raise ValueError(f"{name}: expected shape ({d}, m) or (B, {d}, m) with B >= 1, got {A.shape}")
+    if A.shape[2] < 1:
+        raise ValueError(f"{name}: the factor width m must be >= 1, got shape {A.shape}")
+    return _checks.finite(A, name).copy()
+
+
+def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss = "logistic",
+          normalized: bool = False, eps: float = 1e-12, reg: float = 0.0,
+          record_every: int | None = 1) -> KQTrajectory:
+    """Gradient descent on the key and query factors (K, Q) of W = K Q^T, batched over starts.
+
+    The logits are x_it^T K Q^T z_i, and the run minimizes the risk L(K Q^T) (the mean loss of
+    the margins Y_i f(X_i), as in :func:`gd_W`) plus reg (||K||_F^2 + ||Q||_F^2). With
+    G = dL/dW the gradients are dK = G Q + 2 reg K and dQ = G^T K + 2 reg Q. A plain step is
+    K <- K - lr dK, Q <- Q - lr dQ; a normalized step divides each by its own Frobenius norm
+    (+ eps), K <- K - lr dK / (||dK||_F + eps) and likewise for Q (as the follow-up paper's
+    code). A zero factor has a zero gradient for the other one: from Q0 = 0 the first step
+    leaves K where it is. Raises ``ValueError`` naming the step and the cause (v's scale or lr)
+    if a gradient or an iterate overflows float64.
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    K0, Q0 : (d, m) or (B, d, m) initial key and query factors (the same B and m >= 1).
+    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    normalized : keyword-only, divide each factor's gradient by (its Frobenius norm + eps)
+        (default False).
+    eps : keyword-only, the offset of the normalization (default 1e-12).
+    reg : keyword-only, the weight of the penalty ||K||_F^2 + ||Q||_F^2, a finite number >= 0
+        (default 0; the follow-up paper uses the machine epsilon).
+    record_every : keyword-only, as in :func:`gd` (default 1).
+
+    Returns
+    -------
+    KQTrajectory : the recorded factors and risks (without the penalty) of the B runs.
+
+    Raises
+    ------
+    ValueError : bad data (shapes, labels, NaN or inf; K0 or Q0 not (d, m) or (B, d, m) with
+        B, m >= 1, or with another B or m than the other; queries neither (n, d) nor (d,)),
+        ``steps`` < 1, ``lr`` or ``eps`` not a finite positive number, ``reg`` negative or not
+        finite, ``record_every`` < 1, an unknown loss name, or a run whose estimated cost
+        exceeds the library's limits (about 1e12 operations or 2 GiB of records, naming
+        steps); or a gradient or iterate that is not finite in float64 (naming the step and the
+        likely cause).
+    TypeError : a non-numeric array, ``steps`` or ``record_every`` not an integer, ``lr``,
+        ``eps`` or ``reg`` not a number, ``normalized`` not a bool, or ``loss`` neither a
+        string nor a ``Loss``.
+
+    Examples
+    --------
+    With one shared query p = (1, 0) and Q0 = 0, every column of Q stays parallel to p, so
+    W = K Q^T has rank one; normalized GD heads for W^mm of :func:`w_svm`:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> run = mm.gd_KQ(X, [1.0], [1.0, 0.5], 0.1 * np.eye(2), np.zeros((2, 2)), [1.0, 0.0],
+    ...                100, 0.1, normalized=True)
+    >>> np.round(run.cosine(mm.w_svm(X, [0], queries=[1.0, 0.0]).W)[-1], 4)
+    array([1.])
+    >>> np.round(run.singular_values()[-1, 0], 4)  # rank one
+    array([22.4798,  0.    ])
+    """
+    prob = problem(X, Y, v)
+    X, gamma = prob.X, prob.scores
+    n, T, d = prob.shape
+    K = _factor(K0, d, "K0")
+    Q = _factor(Q0, d, "Q0")
+    if Q.shape[0] != K.shape[0]:
+        raise ValueError(f"Q0: {Q.shape[0]} starts do not pair with the {K.shape[0]} starts of K0 "
+                         f"(give equal numbers of starts B)")
+    if Q.shape[2] != K.shape[2]:
+        raise ValueError(f"Q0: width m = {Q.shape[2]} differs from K0's m = {K.shape[2]} (the "
+                         f"factors of W = K Q^T need the same m), got shapes {K.shape} and {Q.shape}")
+    Z = _checks.queries(queries, n, d)
+    steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
+    normalized = _checks.flag(normalized, "normalized")
+    reg = _checks.real(reg, "reg", minimum=0.0)
+    B, _, m = K.shape
+    _affordable_descent(steps, _record_count(steps, record_every), B,
+                        n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + n + 1, n * T)
+    record = _record_steps(steps, record_every)
+    return _descend_KQ(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, record)
+
+
+def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale) -> torch.Tensor:
+    """The step direction of one factor from its gradient (B, d, m): the gradient itself, or
+    each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin.train._step_direction`
+    (scale-safe). ``scale`` (1, B) or None is the rescaling of the loss's weights
+    (:func:`~maxmargin._kernels.derivative_weights`), by which eps is multiplied; a zero
+    gradient (the other factor is 0) is a zero step even when eps * scale underflows to 0."""
+    B = grad.shape[0]
+    flat = grad.reshape(B, -1).T                              # (d m, B): one column per run
+    step = _step_direction(flat, normalized, eps if scale is None else eps * scale)
+    if normalized and scale is not None:
+        step = torch.where(torch.any(flat != 0, dim=0, keepdim=True), step, 0.0)
+    return step.T.reshape(grad.shape)
+
+
+def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
+                record) -> KQTrajectory:
+    """The torch loop of :func:`gd_KQ` on validated inputs: X (n, T, d), scores gamma (n, T),
+    queries Z (n, d), starts K0, Q0 (B, d, m), recorded steps ``record`` (R,)."""
+    n, T, d = X.shape
+    B, _, m = K0.shape
+    R = len(record)
+    Ks, Qs = np.empty((R, B, d, m)), np.empty((R, B, d, m))
+    margins = np.empty((R, n, B))
+    G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
+    ZtT = Zt.T.contiguous()                                   # (d, n)
+    K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (B, d, m)
+    # The causes :func:`~maxmargin.train._overflow` names: the start (K0, Q0), or the bound
+    # 2 max|gamma| max|x| max|z| of the gradient in W, through which the factors' gradients go.
+    start = dict(start="K0, Q0",
+                 start_logits=lambda: _kernels.self_attention_logits(X, K0 @ np.swapaxes(Q0, 1, 2), Z),
+                 sizes=(_largest(X), _largest(Z)))
+    r = 0
+    with _kernels.threads_for(n * T * B):
+        for k in range(steps + 1):
+            C = Q.transpose(1, 2) @ ZtT                      # (B, m, n): Q^T z_i
+            U = K @ C                                         # (B, d, n): u_i = K Q^T z_i
+            logits = torch.einsum("ntd,bdn->ntb", Xt, U)      # x_it^T K Q^T z_i, (n, T, B)
+            shift, top = torch.max(logits, dim=1, keepdim=True)
+            s = _kernels.softmax_tokens_(logits, shift)
+            margin, deviation = _kernels.margins(s, G, top)
+            if record[r] == k:
+                Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
+                r += 1
+            if k == steps:
+                break
+            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
+            if weights is None:
+                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
+            dlogits = torch.mul(s, deviation, out=s)
+            dlogits *= weights[:, None, :]
+            A = torch.einsum("ntb,ntd->bdn", dlogits, Xt)     # G = A Z, (B, d, n)
+            grad_K = A @ C.transpose(1, 2)                    # G Q = A (Z Q), (B, d, m)
+            grad_Q = ZtT @ (A.transpose(1, 2) @ K)           # G^T K = Z^T (A^T K), (B, d, m)
+            if reg > 0:  # scaled as the loss's part when its weights were rescaled (scale < 1)
+                penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(B, 1, 1)
+                grad_K = grad_K + penalty * K
+                grad_Q = grad_Q + penalty * Q
+            if not (bool(torch.isfinite(grad_K).all()) and bool(torch.isfinite(grad_Q).all())):
+                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
+            K = K - lr * _factor_step(grad_K, normalized, eps, scale)
+            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
+            if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
+                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
+    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
+        risks = np.mean(loss.value(margins), axis=1)
+    return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
+                        _readonly(record))
