@@ -21,7 +21,7 @@ from ._least_distance import row_norms
 from .heads import MLPHead, _head_objective
 from .losses import Loss, get_loss
 from .model import _risk, _risk_grad
-from .problem import Problem, keyed, problem
+from .problem import Problem, exponents, keyed, problem
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,9 @@ def _path(K, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
         axis, cos_angle, cone = _cone(cone, Q, d)
 
     r = Q.shape[1]
+    # SLSQP's tolerances are absolute: it runs in units of 1 / |k| (a power of two, exact), in
+    # which the logits q^T k are of the size of q, whatever the units of the keys.
+    unit = float(np.ldexp(1.0, 1 - int(exponents(K, None)))) if np.any(K) else 1.0
     rng = np.random.default_rng(seed)
     random_dirs = _project_cone(rng.standard_normal((starts, r)), axis, cos_angle, None)
     if axis is not None:
@@ -203,7 +206,7 @@ def _path(K, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
         q_all = _projected_descent(f, candidates, R, axis, cos_angle, steps)
         best = None
         for q0 in q_all:
-            q = _polish(f, q0, R, axis, cos_angle)
+            q = _polish(f, q0, R, axis, cos_angle, unit)
             value, grad = f(q[None])
             kkt = _kkt(q, grad[0], R, axis, cos_angle)
             key = (float(value[0]), kkt[1])
@@ -374,13 +377,15 @@ def _projected_descent(f, q, R, axis, cos_angle, steps):
     return q
 
 
-def _polish(f, q0, R, axis, cos_angle):
+def _polish(f, q0, R, axis, cos_angle, key_unit):
     """SLSQP on the scaled objective (L(q) - L(q0)) / (R ||grad L(q0)||); keeps q0 if not better.
 
-    SLSQP runs on x = q / R, in the unit ball, so that neither R^2 nor the iterates' squares
-    leave float64 and SLSQP's own absolute tolerances on x and on its steps see the same
-    problem at every radius (with x = q, R near 1e99 or 1e-99 stopped it far from the KKT
-    point). Gradient norms are taken without squaring (they scale like the keys)."""
+    SLSQP runs on x = q / unit with unit = key_unit (a power of two near 1 / max |k|), so that
+    its absolute tolerances on x and on its steps see the same problem whatever the units of
+    the keys; beyond R = 1e100 key units, unit = R (the unit ball), so that neither R^2 nor the
+    iterates' squares leave float64. (x = q / R at every radius costs twice the iterations on
+    unit keys: chapter 05 ran 61 s instead of 28 s.) Gradient norms are taken without
+    squaring (they scale like the keys)."""
     from scipy.optimize import minimize  # deferred: importing SciPy costs about 0.5 s
 
     value0, grad0 = f(q0[None])
@@ -388,7 +393,7 @@ def _polish(f, q0, R, axis, cos_angle):
     if gnorm == 0:  # stationary already: nothing to polish
         return q0
     scale = R * gnorm
-    unit = R
+    unit = key_unit if R <= 1e100 * key_unit else R
 
     def fun(x):
         value, grad = f((unit * x)[None])
