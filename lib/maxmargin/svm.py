@@ -32,11 +32,20 @@ feasibility, complementary slackness and stationarity, each to a relative 1e-9);
 which no point passes, or whose feasibility float64 cannot decide, raises
 :class:`IllConditionedError` (a ``ValueError``) with the condition estimate. The cvxpy solver is
 the independent reference, with Clarabel's own tolerances (1e-10), and is not certified.
+
+Forward check (both solvers). The certificate bounds a backward error, which on sequences of
+very different scales still allows a solution that misses the small constraints by far (with
+scales 1e-100 and 1, by 1e84). So every SVM then checks its constraint values: each must be at
+least its right side minus ``FORWARD_TOL = 1e-6`` after allowing for its own rounding, and a
+value that rounding could hide is recomputed in exact rational arithmetic from the float64 data
+and solution (at most ``MAX_EXACT`` per call); a violation, or more such values, raises
+:class:`IllConditionedError` naming the argument.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -50,7 +59,7 @@ if TYPE_CHECKING:
     import cvxpy as cp
 
 __all__ = [
-    "NUCLEAR_TOL", "SOLVERS", "W_NORMS", "IllConditionedError", "Program", "Solver", "JointSVMs",
+    "FORWARD_TOL", "MAX_EXACT", "NUCLEAR_TOL", "SOLVERS", "W_NORMS", "IllConditionedError", "Program", "Solver", "JointSVMs",
     "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "att_svm", "att_svm_problem",
     "is_feasible", "joint_svms", "least_distance", "set_svm", "set_svm_problem", "v_svm",
     "v_svm_problem", "w_svm", "w_svm_problem",
@@ -434,19 +443,97 @@ def _others(alpha: np.ndarray, T: int) -> np.ndarray:
 
 
 def _values(D: np.ndarray, x: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """Constraint values D[i, t] . x, with inf where there is no constraint."""
-    return np.where(others, D @ x, np.inf)
+    """Constraint values D[i, t] . x, with inf where there is no constraint (and where they
+    overflow: :func:`_check_values` refuses those)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(others, D @ x, np.inf)
 
 
-def _tight(values: np.ndarray, target, sizes: np.ndarray, norm: float, tol: float) -> np.ndarray:
-    """Constraints g^T p equal to their right-hand side up to rounding:
-    |g^T p - target| <= tol * max(1, ||g|| ||p||), since ||g|| ||p|| is the scale of g^T p."""
-    return np.abs(values - target) <= tol * np.maximum(1.0, sizes * norm)
+#: Every returned solution satisfies each of its constraints, value >= right side - FORWARD_TOL
+#: (right sides 1, or 0 for relaxed sequences), after allowing for the rounding of the value
+#: itself; else the call raises IllConditionedError. The KKT certificate bounds the backward
+#: error (rows perturbed by a relative 1e-9), which allows a constraint value off by 1e-9
+#: times the sum of the absolute terms of that constraint: for data whose sequences differ in
+#: scale by 1e100 that sum is 1e100 on the large-scale side, and the rounded solution missed
+#: such constraints by 1e84 (a cancellation that float64 cannot undo).
+FORWARD_TOL = 1e-6
 
 
-def _sizes(D: np.ndarray) -> np.ndarray:
-    """||D[i, t]|| for D (n, T, d), without overflow (shape (n, T))."""
-    return _ldp.row_norms(D.reshape(-1, D.shape[-1])).reshape(D.shape[:-1])
+def _check_values(values: np.ndarray, target, scales: np.ndarray, terms: int,
+                  others: np.ndarray, name: str, exact: Callable[[int, int], Fraction]) -> np.ndarray:
+    """The constraint values, each proved to satisfy value >= target - FORWARD_TOL; else
+    IllConditionedError naming ``name``.
+
+    values (n, T): the computed constraint values; target: their right sides (a scalar or
+    (n, 1)); scales (n, T): the sums of the absolute values of the terms of each value, whose
+    rounding error is at most (terms + 2) eps times that; others (n, T): the constraints.
+    A value that this bound cannot decide is evaluated exactly by ``exact(i, t)`` (rational
+    arithmetic on the float64 data and solution) and returned rounded (at most MAX_EXACT of
+    them; beyond, the call refuses)."""
+    eps = np.finfo(np.float64).eps
+    target = np.broadcast_to(target, values.shape)
+    with np.errstate(over="ignore", invalid="ignore"):
+        error = (terms + 2) * eps * scales
+        short = others & ~(values - error >= target - FORWARD_TOL)  # NaN and inf fail too
+    if not short.any():
+        return values
+    rows = np.argwhere(short)
+    if not np.all(np.isfinite(values[short]) & np.isfinite(scales[short])):
+        i, t = rows[~(np.isfinite(values[short]) & np.isfinite(scales[short]))][0]
+        raise IllConditionedError(
+            f"{name}: the constraint values of sequence {i} (token {t}) at the solution, or the "
+            "sums of their terms, exceed float64: the scales of the sequences differ by too "
+            "large a factor for one solution; rescale them to comparable sizes")
+    if len(rows) > MAX_EXACT:
+        i, t = rows[0]
+        raise IllConditionedError(
+            f"{name}: the constraint of sequence {i}, token {t} is a sum of terms of absolute "
+            f"size up to {float(scales[i, t]):.1e} at the solution, so float64 knows its value "
+            f"({float(values[i, t]):.3g}) only to {float(error[i, t]):.1e}, and {len(rows)} "
+            "such values would need exact arithmetic: the scales of the sequences differ by too "
+            "large a factor for one solution; rescale them to comparable sizes")
+    values = values.copy()
+    for i, t in rows:
+        value = exact(int(i), int(t))
+        if value < Fraction(float(target[i, t])) - Fraction(FORWARD_TOL):
+            raise IllConditionedError(
+                f"{name}: the solution violates the constraint of sequence {i}, token {t} by "
+                f"{float(Fraction(float(target[i, t])) - value):.1e} (exactly; above FORWARD_TOL "
+                f"= {FORWARD_TOL:g}): its terms reach {float(scales[i, t]):.1e}, so the scales "
+                "of the sequences differ by too large a factor for float64; rescale them to "
+                "comparable sizes")
+        values[i, t] = float(value)
+    return values
+
+
+#: At most this many constraint values per call are evaluated exactly (see _check_values).
+MAX_EXACT = 2000
+
+
+def _exact_dot(a: np.ndarray, b: np.ndarray) -> Fraction:
+    """a . b of float64 vectors, exactly."""
+    return sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b) if x and y),
+               Fraction(0))
+
+
+def _support(values: np.ndarray, target, scales: np.ndarray, others: np.ndarray, tol: float,
+             name: str) -> np.ndarray:
+    """others & |value - target| <= tol * max(1, scale): the tight constraints, refusing (naming
+    ``name``) when that tolerance admits a value more than 1/2 away from its right side (its
+    terms exceed 1 / (2 tol), and float64 cannot tell a support constraint from a slack one)."""
+    target = np.broadcast_to(target, values.shape)
+    gap = np.where(others, np.abs(values - target), 0.0)
+    tight = others & (gap <= tol * np.maximum(1.0, scales))
+    unclear = tight & (gap > 0.5)
+    if unclear.any():
+        i, t = (int(k[0]) for k in np.nonzero(unclear))
+        raise IllConditionedError(
+            f"{name}: the constraint of sequence {i}, token {t} has the value "
+            f"{float(values[i, t]):.3g} against a right side of {float(target[i, t]):g}, but its "
+            f"terms reach {float(scales[i, t]):.1e}, so at the relative tolerance tol = {tol:g} it "
+            "cannot be told from a support constraint: the scales of the sequences differ by too "
+            "large a factor; rescale them to comparable sizes")
+    return tight
 
 
 def _variable(size, name: str) -> cp.Variable:
@@ -541,7 +628,8 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`).
     tol : keyword-only, relative tolerance for a constraint to count as tight (support), default
-        1e-8: ``abs(value - b_i) <= tol * max(1, ||k_{i,alpha_i} - k_it|| ||p||)``.
+        1e-8: ``abs(value - b_i) <= tol * max(1, |k_{i,alpha_i} - k_it|^T |p|)`` (entrywise
+        absolute values: the scale of the value's rounding).
 
     Returns
     -------
@@ -557,8 +645,11 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
         is not a boolean mask, or ``tol`` is not a number.
     IllConditionedError : (a ValueError) no point passes the KKT certificate to a relative
         1e-9, or every feasible p is longer than 1e10 times the norm that the most demanding
-        constraint alone requires (the message gives the estimate); see the module docstring of
-        ``maxmargin.svm``.
+        constraint alone requires (the message gives the estimate), or the solution cannot be
+        shown to satisfy every constraint to ``FORWARD_TOL = 1e-6`` (checked in exact
+        arithmetic where rounding could hide a violation: sequences whose scales differ by
+        about 1e16 or more), or tol would call a constraint more than 1/2 from its right side
+        tight; see the module docstring of ``maxmargin.svm``.
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
 
     Examples
@@ -597,8 +688,12 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
 
     others = _others(alpha, T)
     values = _values(D, p, others)
+    with np.errstate(over="ignore"):  # fl(a - b) is within eps |a - b|: D's rounding is in it
+        scales = np.abs(D) @ np.abs(p)
+    values = _check_values(values, b[:, None], scales, d + 1, others, "X",
+                           lambda i, t: _exact_dot(K[i, alpha[i]], p) - _exact_dot(K[i, t], p))
     norm = _ldp.norm(p)
-    support = others & _tight(values, b[:, None], _sizes(D), norm, tol)
+    support = _support(values, b[:, None], scales, others, tol, "X")
     return SVMResult(
         p=_readonly(p),
         margin=_margin(norm),
@@ -779,16 +874,21 @@ def _set_svm(K: np.ndarray, sets: np.ndarray, solve=None, tol: float = 1e-8) -> 
     program = Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E)
     p = _run(solve, program, lambda: _set_infeasible(sets, E, E_seq, G, G_seq), "X")[0]
 
-    scores = K @ p
-    lowest_in_set = np.where(sets, scores, np.inf).min(axis=1)
-    values = np.where(sets, np.inf, lowest_in_set[:, None] - scores)
+    # values (k_low - k_it)^T p, with k_low the in-set key of the lowest score: differences
+    # first, so that near-duplicate keys do not cancel in the scores
+    lowest = np.argmin(np.where(sets, K @ p, np.inf), axis=1)
+    D = _differences(K, lowest)
+    values = np.where(sets, np.inf, D @ p)
+    with np.errstate(over="ignore"):
+        scales = np.abs(D) @ np.abs(p)
+    values = _check_values(values, 1.0, scales, K.shape[2] + 1, ~sets, "X",
+                           lambda i, t: _exact_dot(K[i, lowest[i]], p) - _exact_dot(K[i, t], p))
     norm = _ldp.norm(p)
-    sizes = _sizes(_differences(K, np.argmax(sets, axis=1)))
     return SetSVMResult(
         p=_readonly(p),
         margin=_margin(norm),
         constraints=_readonly(values),
-        support=_readonly(~sets & _tight(values, 1.0, sizes, norm, tol)),
+        support=_readonly(_support(values, 1.0, scales, ~sets, tol, "X")),
         sets=_readonly(sets),
     )
 
@@ -843,7 +943,7 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`).
     tol : keyword-only, relative tolerance for a sample to count as a support vector, default 1e-8:
-        ``abs(Y_i v^T r_i - 1) <= tol * max(1, ||r_i|| ||v||)``.
+        ``abs(Y_i v^T r_i - 1) <= tol * max(1, |r_i|^T |v|)``.
 
     Returns
     -------
@@ -881,7 +981,12 @@ def _v_svm(R: np.ndarray, Y: np.ndarray, solve=None, tol: float = 1e-8) -> VSVMR
     mu = _multipliers(mu, "R")
 
     margins = G @ v
-    support = _tight(margins, 1.0, _ldp.row_norms(R), _ldp.norm(v), tol)
+    with np.errstate(over="ignore"):
+        scales = np.abs(R) @ np.abs(v)
+    rows = np.ones((len(R), 1), dtype=bool)
+    margins = _check_values(margins[:, None], 1.0, scales[:, None], R.shape[1], rows, "R",
+                            lambda i, t: Fraction(int(Y[i])) * _exact_dot(R[i], v))[:, 0]
+    support = _support(margins[:, None], 1.0, scales[:, None], rows, tol, "R")[:, 0]
     return VSVMResult(
         v=_readonly(v),
         margin=_margin(_ldp.norm(v)),
@@ -1043,7 +1148,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
         :data:`~maxmargin.svm.SOLVERS`; for the nuclear norm both use cvxpy and Clarabel, on
         the reduced and on the full-size program).
     tol : keyword-only, relative tolerance for a constraint to count as tight, default 1e-8:
-        ``abs(value - 1) <= tol * max(1, ||x_{i,alpha_i} - x_it|| ||z_i|| ||W||_F)``; for the
+        ``abs(value - 1) <= tol * max(1, |x_{i,alpha_i} - x_it|^T |W| |z_i|)``; for the
         nuclear norm ``max(tol, NUCLEAR_TOL)``, the accuracy its certificate guarantees.
 
     Returns
@@ -1061,9 +1166,11 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
         norms: feasibility does not depend on the norm).
     TypeError : X or queries is not a real numeric array, ``alpha`` does not hold integers, or
         ``tol`` is not a number.
-    IllConditionedError : (a ValueError) as in :func:`att_svm`; for the nuclear norm also when
-        the answer fails its certificate (the message, starting with ``X:``, names the KKT
-        condition and its violation) or Clarabel does not solve the program.
+    IllConditionedError : (a ValueError) as in :func:`att_svm` (with per-sequence queries whose
+        scales spread more than those of the sequences, the message names ``queries``); for
+        the nuclear norm also when the answer fails its certificate (the message, starting with
+        ``X:``, names the KKT condition and its violation) or Clarabel does not solve the
+        program.
 
     Examples
     --------
@@ -1121,25 +1228,30 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
 
     each = np.broadcast_to(Z, (n, d))
     with np.errstate(over="ignore", invalid="ignore"):
-        values = np.where(others, np.einsum("ita,ab,ib->it", D, W, each), np.inf)
-    if not np.all(np.isfinite(values[others])):
-        i = int(np.nonzero(~np.isfinite(np.where(others, values, 0.0)))[0][0])
-        raise ValueError(f"queries: the constraint values (x_{{i,alpha_i}} - x_it)^T W z_i of "
-                         f"sequence {i} at the solution exceed float64 (the queries' or the "
-                         "sequences' scales differ by too large a factor); rescale them")
-    frobenius = _ldp.norm(W)
-    sizes = _sizes(D) * _ldp.row_norms(each)[:, None]
+        # (x_{i,alpha_i} - x_it)^T (W z_i): two products of d terms, and the scale of their
+        # rounding, sum_ab |x_{i,alpha_i} - x_it|_a |W_ab| |z_i|_b
+        values = np.where(others, np.einsum("ita,ia->it", D, each @ W.T), np.inf)
+        scales = np.einsum("ita,ia->it", np.abs(D), np.abs(each) @ np.abs(W).T)
+    name = _w_blame(D, Z)
+    X = np.asarray(X, dtype=np.float64)
+
+    def exact(i, t):  # (x_{i,alpha_i} - x_it)^T W z_i in rationals, from X itself
+        Wz = [_exact_dot(row, each[i]) for row in W]
+        return sum(((Fraction(float(a)) - Fraction(float(b))) * w
+                    for a, b, w in zip(X[i, alpha[i]], X[i, t], Wz)), Fraction(0))
+
+    values = _check_values(values, 1.0, scales, 2 * d + 1, others, name, exact)
     if nuclear is None:
         return WSVMResult(
             W=_readonly(W),
-            margin=_margin(frobenius),
+            margin=_margin(_ldp.norm(W)),
             constraints=_readonly(values),
-            support=_readonly(others & _tight(values, 1.0, sizes, frobenius, tol)),
+            support=_readonly(_support(values, 1.0, scales, others, tol, name)),
             alpha=_readonly(alpha),
         )
     multipliers = np.zeros((n, T))
     multipliers[others] = nuclear.mu
-    support = others & _tight(values, 1.0, sizes, frobenius, max(tol, NUCLEAR_TOL))
+    support = _support(values, 1.0, scales, others, max(tol, NUCLEAR_TOL), name)
     return WSVMResult(
         W=_readonly(W),
         margin=_margin(_nuclear_norm(W)),
@@ -1151,6 +1263,19 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
         dual=_readonly(nuclear.dual),
         duality_gap=nuclear.gap,
     )
+
+
+def _w_blame(D: np.ndarray, Z: np.ndarray) -> str:
+    """The argument whose per-sequence scales spread more (the cause of an unresolvable
+    constraint): "queries" for per-sequence queries of more disparate sizes than the
+    sequences' differences, else "X"."""
+    if Z.ndim == 1:
+        return "X"
+    with np.errstate(divide="ignore"):
+        tops = [np.log2(np.abs(A).reshape(len(A), -1).max(axis=1)) for A in (D, Z)]
+    spread = [float(np.ptp(top[np.isfinite(top)])) if np.isfinite(top).any() else 0.0
+              for top in tops]
+    return "queries" if spread[1] > spread[0] else "X"
 
 
 class _Nuclear(NamedTuple):
