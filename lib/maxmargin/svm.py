@@ -1009,7 +1009,8 @@ def _v_infeasible(G: np.ndarray) -> Exception:
 
 
 def _w_inputs(X, alpha, queries):
-    """Validated differences D (n, T, d), alpha (n,) and queries Z, (d,) or (n, d)."""
+    """Validated tokens X (n, T, d), differences D (n, T, d), alpha (n,) and queries Z, (d,) or
+    (n, d)."""
     X = _checks.tokens(X)
     n, T, d = X.shape
     alpha = _checks.indices(alpha, n, T)
@@ -1027,7 +1028,7 @@ def _w_inputs(X, alpha, queries):
         i = int(np.nonzero(~np.isfinite(D).all(axis=(1, 2)))[0][0])
         raise ValueError(f"X: the differences x_{{i,alpha_i}} - x_it of sequence {i} overflow "
                          "float64; rescale X")
-    return D, alpha, Z
+    return X, D, alpha, Z
 
 
 def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
@@ -1109,7 +1110,7 @@ def w_svm_problem(X, alpha, *, queries, norm: str = "frobenius") -> CvxpyProgram
     >>> round(float(program.problem.solve(solver=cp.CLARABEL)), 4)  # ||W||_* of W = all ones
     2.0
     """
-    D, alpha, Z = _w_inputs(X, alpha, queries)
+    X, D, alpha, Z = _w_inputs(X, alpha, queries)
     return _w_problem(D, alpha, Z, _w_norm(norm))
 
 
@@ -1203,7 +1204,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     (True, array([[1., 0.],
            [0., 1.]]))
     """
-    D, alpha, Z = _w_inputs(X, alpha, queries)
+    X, D, alpha, Z = _w_inputs(X, alpha, queries)
     norm = _w_norm(norm)
     solve = _solver(solver)
     tol = _checks.positive_float(tol, "tol")
@@ -1233,7 +1234,6 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
         values = np.where(others, np.einsum("ita,ia->it", D, each @ W.T), np.inf)
         scales = np.einsum("ita,ia->it", np.abs(D), np.abs(each) @ np.abs(W).T)
     name = _w_blame(D, Z)
-    X = np.asarray(X, dtype=np.float64)
 
     def exact(i, t):  # (x_{i,alpha_i} - x_it)^T W z_i in rationals, from X itself
         Wz = [_exact_dot(row, each[i]) for row in W]
