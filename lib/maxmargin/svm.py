@@ -1130,7 +1130,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     ``solver="fast"`` solves it for a small core M (r_D, r_Z), W = U_D M U_Z^T with U_D an
     orthonormal basis of the differences x_{i,alpha_i} - x_it and U_Z one of the queries (which
     loses nothing: see the comment in ``_w_nuclear``), ``solver="cvxpy"`` the full-size
-    :func:`w_svm_problem` (``norm="nuclear"``). Both work on X and the queries divided by powers
+    ``maxmargin.svm.w_svm_problem`` (``norm="nuclear"``). Both work on X and the queries divided by powers
     of two near their largest entries (exact; W is scaled back, so X -> c X gives W -> W / c at
     any scale at which W is representable), and every answer passes a KKT certificate to
     the relative tolerance ``NUCLEAR_TOL = 1e-6`` (primal feasibility, mu >= 0, complementary
@@ -1484,7 +1484,7 @@ def _w_nuclear(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray, solver: str) -> 
       mu_u / (||u|| ||p||) from those of ATT-SVM, mu_u (u = sum_j mu_u,j d_j), so that
       Lambda = u p^T / (||u|| ||p||), ||Lambda||_2 = 1 and sum mu = ||u|| / ||p|| = ||W||_*;
     * solver "fast" otherwise: the core M below; solver "cvxpy": the full-size
-      :func:`w_svm_problem` (``norm="nuclear"``) on the rescaled data.
+      ``w_svm_problem`` (``norm="nuclear"``) on the rescaled data.
 
     Reduction (why the core M loses nothing). Constraint j is <W, G_j> >= 1 with
     G_j = d_j z_j^T, d_j = x_{i,alpha_i} - x_it and z_j = z_i. Let P_D and P_Z be the
