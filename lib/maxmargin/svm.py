@@ -1130,9 +1130,10 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     ``solver="fast"`` solves it for a small core M (r_D, r_Z), W = U_D M U_Z^T with U_D an
     orthonormal basis of the differences x_{i,alpha_i} - x_it and U_Z one of the queries (which
     loses nothing: see the comment in ``_w_nuclear``), ``solver="cvxpy"`` the full-size
-    ``maxmargin.svm.w_svm_problem`` (``norm="nuclear"``). Both work on X and the queries divided by powers
-    of two near their largest entries (exact; W is scaled back, so X -> c X gives W -> W / c at
-    any scale at which W is representable), and every answer passes a KKT certificate to
+    ``maxmargin.svm.w_svm_problem`` (``norm="nuclear"``). Both work on X and the queries
+    divided by powers of two near their largest entries (exact; W is scaled back, so X -> c X
+    gives W -> W / c at any scale at which W is representable), and every answer passes a KKT
+    certificate to
     the relative tolerance ``NUCLEAR_TOL = 1e-6`` (primal feasibility, mu >= 0, complementary
     slackness, ||Lambda||_2 <= 1 and <Lambda, W> = ||W||_* for Lambda = sum mu_j (x_{i,alpha_i} -
     x_it) z_i^T, and the duality gap ||W||_* - sum mu_j = 0), or the call raises
