@@ -425,11 +425,13 @@ def solve_with_equalities(E: np.ndarray, G: np.ndarray, h: np.ndarray,
     """min ||p|| s.t. E p = 0, G p >= h: write p = N q with N an orthonormal basis of null(E);
     then ||p|| = ||q|| and the problem is the least-distance program G N q >= h.
 
-    Singular values of E below 1e-12 times the largest row norm count as zero, so that rows
+    Singular values of E below 1e-12 times its largest row norm count as zero, so that rows
     equal up to rounding give an exact tie, and so do rows of G N below 1e-12 times their row
-    of G (a row in the span of E). Returns p (d,), or None when infeasible.
+    of G (a row in the span of E). Only E's own rows set that scale: rows of G a factor 1e12
+    larger would otherwise cut every equation as rounding (the caller scales E's rows so that
+    each group of equations counts). Returns p (d,), or None when infeasible.
     """
-    scale = float(row_norms(np.vstack([E, G])).max(initial=0.0)) if len(E) else 0.0
+    scale = float(row_norms(E).max(initial=0.0)) if len(E) else 0.0
     if scale == 0:
         solution = solve(G, h, certify=certify)
         return None if solution is None else solution.p

@@ -38,13 +38,21 @@ very different scales still allows a solution that misses the small constraints 
 scales 1e-100 and 1, by 1e84). So every SVM then checks its constraint values: each must be at
 least its right side minus ``FORWARD_TOL = 1e-6`` after allowing for its own rounding, and a
 value that rounding could hide is recomputed in exact rational arithmetic from the float64 data
-and solution (at most ``MAX_EXACT`` per call); a violation, or more such values, raises
-:class:`IllConditionedError` naming the argument.
+and solution (at most ``MAX_EXACT`` per call). When that finds a violation, which on sequences
+of very different scales (say 1e-6 and 1) the rounding of a correct solution to float64 causes,
+the fast solver solves once more with the right sides of the constraints that rounding could
+not decide raised by their shortfall plus twice their rounding bound (a change of the problem of a
+few times the rounding of its constraint values at the solution) and returns that certified
+solution, checked again against the original right sides; a second violation, a violation
+under ``solver="cvxpy"``, or more than ``MAX_EXACT`` such values raises
+:class:`IllConditionedError` naming the argument. W-SVMs with per-sequence queries whose
+constraint matrices (x_{i,alpha_i} - x_it) z_i^T leave float64's normal range are refused up
+front (``ValueError`` naming ``X`` or ``queries``).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -352,14 +360,20 @@ def _solve_cvxpy(program: Program) -> tuple[np.ndarray, np.ndarray | None] | Non
 
 
 def _clarabel(problem: cp.Problem) -> bool:
-    """Solve with Clarabel; False when infeasible, RuntimeError when the solver fails.
+    """Solve with Clarabel; False when infeasible, RuntimeError when the solver fails (callers
+    prefix the data argument's name).
 
     The tolerances are tightened from Clarabel's 1e-8 to 1e-10 (about one more interior-point
     iteration) so that tight constraints read as tight at the default ``tol=1e-8``.
     """
     import cvxpy as cp
 
-    problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    try:
+        problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+    except cp.error.SolverError as error:
+        raise RuntimeError(f"cvxpy/Clarabel failed ({error}); it works in the data's own units, "
+                           "so data far from unit scale can defeat it: rescale the data or use "
+                           "solver='fast', which is scale-covariant") from None
     if problem.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
         return False
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
@@ -395,9 +409,37 @@ def _run(solve: Solver, program: Program, infeasible: Callable[[], Exception], n
         raise IllConditionedError(f"{name}: {error}{explanation}", error.distance) from None
     except _ldp.ScaleError as error:
         raise ValueError(f"{name}: {error}; rescale the data") from None
+    except RuntimeError as error:  # cvxpy/Clarabel failed
+        raise RuntimeError(f"{name}: {error}") from None
     if solved is None:
         raise infeasible()
     return solved
+
+
+def _solve_checked(solve: Solver, program: Program, infeasible: Callable[[], Exception], name: str,
+                   seq: np.ndarray, tok: np.ndarray,
+                   forward: Callable[[np.ndarray, bool], tuple]):
+    """Solve ``program`` (as :func:`_run`) and check the solution forward; returns (solution,
+    multipliers or None, what ``forward`` returns, raise: (n, T) or 0.0).
+
+    ``forward(x, refine)`` computes the constraint values of the solution x, checks them with
+    :func:`_check_values` and returns them with their scales, (values, scales), each (n, T).
+    Row j of ``program.G`` is the constraint (seq[j], tok[j]). When the
+    rounding of the solution to float64 leaves a constraint short by more than FORWARD_TOL
+    (found in exact arithmetic: sequences of very different scales), the fast solver solves
+    once more with the right sides of the constraints that rounding could not decide raised by
+    their shortfall plus twice their rounding bound (``raise``, zero elsewhere; where the
+    shortfall is rounding, as for the review's instances, the solved problem differs from the
+    original by a few times the rounding of its constraint values at the solution), and the
+    solution of that problem, certified like every other, is checked against the original
+    right sides; the cvxpy solver, or a second shortfall, raises the IllConditionedError."""
+    x, mu = _run(solve, program, infeasible, name)
+    try:
+        return x, mu, forward(x, solve is _solve_fast), 0.0
+    except _Short as short:
+        raised = short.need
+    x, mu = _run(solve, replace(program, h=program.h + raised[seq, tok]), infeasible, name)
+    return x, mu, forward(x, False), raised
 
 
 def _multipliers(mu: np.ndarray | None, name: str) -> np.ndarray:
@@ -459,13 +501,25 @@ def _values(D: np.ndarray, x: np.ndarray, others: np.ndarray) -> np.ndarray:
 FORWARD_TOL = 1e-6
 
 
-def _check_values(values: np.ndarray, target, scales: np.ndarray, terms: int,
-                  others: np.ndarray, name: str, exact: Callable[[int, int], Fraction]) -> np.ndarray:
-    """The constraint values, each proved to satisfy value >= target - FORWARD_TOL; else
-    IllConditionedError naming ``name``.
+class _Short(Exception):
+    """Raised by :func:`_check_values` (with ``refine=True``) when the rounding of a solution left
+    constraints short: ``need`` (n, T) is how much to raise each right side (zero elsewhere), and
+    ``error`` the IllConditionedError to raise if no re-solve is possible."""
 
-    values (n, T): the computed constraint values; target: their right sides (a scalar or
-    (n, 1)); scales (n, T): the sums of the absolute values of the terms of each value, whose
+    def __init__(self, need: np.ndarray, error: IllConditionedError):
+        super().__init__(str(error))
+        self.need, self.error = need, error
+
+
+def _check_values(values: np.ndarray, target, scales: np.ndarray, terms: int,
+                  others: np.ndarray, name: str, exact: Callable[[int, int], Fraction],
+                  refine: bool = False) -> np.ndarray:
+    """The constraint values, each proved to satisfy value >= target - FORWARD_TOL; else
+    IllConditionedError naming ``name`` (or, with ``refine``, :class:`_Short` when exact
+    arithmetic found a violation: :func:`_solve_checked` then re-solves once).
+
+    values (n, T): the computed constraint values; target: their right sides (a scalar, (n, 1)
+    or (n, T)); scales (n, T): the sums of the absolute values of the terms of each value, whose
     rounding error is at most (terms + 2) eps times that; others (n, T): the constraints.
     A value that this bound cannot decide is evaluated exactly by ``exact(i, t)`` (rational
     arithmetic on the float64 data and solution) and returned rounded (at most MAX_EXACT of
@@ -493,17 +547,45 @@ def _check_values(values: np.ndarray, target, scales: np.ndarray, terms: int,
             "such values would need exact arithmetic: the scales of the sequences differ by too "
             "large a factor for one solution; rescale them to comparable sizes")
     values = values.copy()
+    violation = None
     for i, t in rows:
         value = exact(int(i), int(t))
-        if value < Fraction(float(target[i, t])) - Fraction(FORWARD_TOL):
-            raise IllConditionedError(
+        if violation is None and value < Fraction(float(target[i, t])) - Fraction(FORWARD_TOL):
+            violation = IllConditionedError(
                 f"{name}: the solution violates the constraint of sequence {i}, token {t} by "
                 f"{float(Fraction(float(target[i, t])) - value):.1e} (exactly; above FORWARD_TOL "
                 f"= {FORWARD_TOL:g}): its terms reach {float(scales[i, t]):.1e}, so the scales "
                 "of the sequences differ by too large a factor for float64; rescale them to "
                 "comparable sizes")
         values[i, t] = float(value)
-    return values
+    if violation is None:
+        return values
+    if not refine:
+        raise violation
+    # every undecided constraint: its exact shortfall (if any) plus twice its rounding bound
+    need = np.zeros(values.shape)
+    need[short] = np.maximum(target[short] - values[short], 0.0) + 2 * error[short]
+    raise _Short(need, violation)
+
+
+def _check_equalities(D: np.ndarray, p: np.ndarray, equal: np.ndarray, name: str) -> None:
+    """Refuse (IllConditionedError naming ``name``) a solution whose equalities D[i, t] . p = 0
+    (``equal`` (n, T) marks them) miss by more than FORWARD_TOL plus twice their rounding bound
+    (d + 2) eps sum |D[i, t]| |p|: a float64 p cannot make a sum of terms of size S vanish to
+    better than about eps S, so that is the accuracy an equality can have, and a larger miss
+    means the solver lost the equation (equalities of a small-scale sequence cut from the null
+    space as rounding)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.abs(D @ p)
+        error = (D.shape[2] + 2) * np.finfo(np.float64).eps * (np.abs(D) @ np.abs(p))
+        missed = equal & ~(values <= FORWARD_TOL + 2 * error)  # NaN and inf miss too
+    if missed.any():
+        i, t = (int(k[0]) for k in np.nonzero(missed))
+        raise IllConditionedError(
+            f"{name}: the solution gives token {t} of sequence {i} a score "
+            f"{float(values[i, t]):.1e} away from the other tokens of its set, beyond its "
+            f"rounding ({float(error[i, t]):.1e}) and FORWARD_TOL: the scales of the sequences "
+            "differ by too large a factor for float64; rescale them to comparable sizes")
 
 
 #: At most this many constraint values per call are evaluated exactly (see _check_values).
@@ -529,10 +611,10 @@ def _support(values: np.ndarray, target, scales: np.ndarray, others: np.ndarray,
         i, t = (int(k[0]) for k in np.nonzero(unclear))
         raise IllConditionedError(
             f"{name}: the constraint of sequence {i}, token {t} has the value "
-            f"{float(values[i, t]):.3g} against a right side of {float(target[i, t]):g}, but its "
-            f"terms reach {float(scales[i, t]):.1e}, so at the relative tolerance tol = {tol:g} it "
-            "cannot be told from a support constraint: the scales of the sequences differ by too "
-            "large a factor; rescale them to comparable sizes")
+            f"{float(values[i, t]):.3g}, but its terms reach {float(scales[i, t]):.1e}, so at "
+            f"the relative tolerance tol = {tol:g} it cannot be told from a support constraint: "
+            "the scales of the sequences differ by too large a factor; rescale them to "
+            "comparable sizes")
     return tight
 
 
@@ -678,22 +760,28 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
     n, T, d = D.shape
     G, h, seq, tok = _att_rows(D, alpha, b)
 
+    others = _others(alpha, T)
+
+    def forward(p: np.ndarray, refine: bool) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(over="ignore"):  # fl(a - b) is within eps |a - b|: D's rounding is in it
+            scales = np.abs(D) @ np.abs(p)
+        values = _check_values(_values(D, p, others), b[:, None], scales, d + 1, others, "X",
+                               lambda i, t: _exact_dot(K[i, alpha[i]], p) - _exact_dot(K[i, t], p),
+                               refine)
+        return values, scales
+
     mu = np.zeros((n, T))
     if relaxed.all():  # every right-hand side is 0: p = 0 is optimal (margin inf)
         p = np.zeros(d)
+        (values, scales), raised = forward(p, False), 0.0
     else:
         program = Program(G, h, readable=lambda: _att_problem(G, h))
-        p, mu_rows = _run(solve, program, lambda: _selection_infeasible(D, alpha, b), "X")
+        p, mu_rows, (values, scales), raised = _solve_checked(
+            solve, program, lambda: _selection_infeasible(D, alpha, b), "X", seq, tok, forward)
         mu[seq, tok] = _multipliers(mu_rows, "X")
 
-    others = _others(alpha, T)
-    values = _values(D, p, others)
-    with np.errstate(over="ignore"):  # fl(a - b) is within eps |a - b|: D's rounding is in it
-        scales = np.abs(D) @ np.abs(p)
-    values = _check_values(values, b[:, None], scales, d + 1, others, "X",
-                           lambda i, t: _exact_dot(K[i, alpha[i]], p) - _exact_dot(K[i, t], p))
     norm = _ldp.norm(p)
-    support = _support(values, b[:, None], scales, others, tol, "X")
+    support = _support(values, b[:, None] + raised, scales, others, tol, "X")
     return SVMResult(
         p=_readonly(p),
         margin=_margin(norm),
@@ -784,11 +872,20 @@ def _set_rows(K: np.ndarray, sets: np.ndarray):
     Equalities (k_{i,t0} - k_itau)^T p = 0 for tau in O_i, tau != t0, and inequalities
     (k_{i,t0} - k_itau)^T p >= 1 for tau outside O_i (given the equalities, these imply the
     inequalities for every t in O_i). Returns (E, E_seq, G, G_seq) with the sequence of each row.
+    The equality rows of sequence i are divided by the power of two nearest its largest key
+    entry (exact: the same equations), so that the null space of E, whose singular values are
+    cut at a relative 1e-12, keeps the equations of every sequence whatever its scale; a row
+    below 1e-12 of its sequence's scale (keys equal up to rounding) is an exact tie and is
+    dropped.
     """
     first = np.argmax(sets, axis=1)
     D = _differences(K, first)
     equal = sets & _others(first, K.shape[1])
-    return D[equal], np.nonzero(equal)[0], D[~sets], np.nonzero(~sets)[0]
+    E_seq = np.nonzero(equal)[0]
+    exponents = np.frexp(np.abs(K).reshape(len(K), -1).max(axis=1))[1]
+    E = np.ldexp(D[equal], -exponents[E_seq][:, None])
+    real = _ldp.row_norms(E) > 1e-12
+    return E[real], E_seq[real], D[~sets], np.nonzero(~sets)[0]
 
 
 def _set_problem(K: np.ndarray, sets: np.ndarray) -> CvxpyProgram:
@@ -871,24 +968,33 @@ def _set_svm(K: np.ndarray, sets: np.ndarray, solve=None, tol: float = 1e-8) -> 
     solve = _solver("fast") if solve is None else solve
     E, E_seq, G, G_seq = _set_rows(K, sets)
 
-    program = Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E)
-    p = _run(solve, program, lambda: _set_infeasible(sets, E, E_seq, G, G_seq), "X")[0]
+    first = np.argmax(sets, axis=1)
+    inside = sets & _others(first, K.shape[1])
 
-    # values (k_low - k_it)^T p, with k_low the in-set key of the lowest score: differences
-    # first, so that near-duplicate keys do not cancel in the scores
-    lowest = np.argmin(np.where(sets, K @ p, np.inf), axis=1)
-    D = _differences(K, lowest)
-    values = np.where(sets, np.inf, D @ p)
-    with np.errstate(over="ignore"):
-        scales = np.abs(D) @ np.abs(p)
-    values = _check_values(values, 1.0, scales, K.shape[2] + 1, ~sets, "X",
-                           lambda i, t: _exact_dot(K[i, lowest[i]], p) - _exact_dot(K[i, t], p))
+    def forward(p: np.ndarray, refine: bool) -> tuple[np.ndarray, np.ndarray]:
+        _check_equalities(_differences(K, first), p, inside, "X")
+        # values (k_low - k_it)^T p, with k_low the in-set key of the lowest score: differences
+        # first, so that near-duplicate keys do not cancel in the scores
+        lowest = np.argmin(np.where(sets, K @ p, np.inf), axis=1)
+        D = _differences(K, lowest)
+        with np.errstate(over="ignore"):
+            scales = np.abs(D) @ np.abs(p)
+        values = _check_values(np.where(sets, np.inf, D @ p), 1.0, scales, K.shape[2] + 1, ~sets,
+                               "X", lambda i, t: _exact_dot(K[i, lowest[i]], p)
+                               - _exact_dot(K[i, t], p), refine)
+        return values, scales
+
+    program = Program(G, np.ones(len(G)), readable=lambda: _set_problem(K, sets), E=E)
+    G_tok = np.nonzero(~sets)[1]  # rows of G: (G_seq, G_tok), the tokens outside the sets
+    p, _, (values, scales), raised = _solve_checked(
+        solve, program, lambda: _set_infeasible(sets, E, E_seq, G, G_seq), "X", G_seq, G_tok,
+        forward)
     norm = _ldp.norm(p)
     return SetSVMResult(
         p=_readonly(p),
         margin=_margin(norm),
         constraints=_readonly(values),
-        support=_readonly(_support(values, 1.0, scales, ~sets, tol, "X")),
+        support=_readonly(_support(values, 1.0 + raised, scales, ~sets, tol, "X")),
         sets=_readonly(sets),
     )
 
@@ -976,17 +1082,22 @@ def _v_svm(R: np.ndarray, Y: np.ndarray, solve=None, tol: float = 1e-8) -> VSVMR
     G = Y[:, None] * R
     ones = np.ones(len(G))
 
-    program = Program(G, ones, readable=lambda: _v_problem(R, Y))
-    v, mu = _run(solve, program, lambda: _v_infeasible(G), "R")
-    mu = _multipliers(mu, "R")
-
-    margins = G @ v
-    with np.errstate(over="ignore"):
-        scales = np.abs(R) @ np.abs(v)
     rows = np.ones((len(R), 1), dtype=bool)
-    margins = _check_values(margins[:, None], 1.0, scales[:, None], R.shape[1], rows, "R",
-                            lambda i, t: Fraction(int(Y[i])) * _exact_dot(R[i], v))[:, 0]
-    support = _support(margins[:, None], 1.0, scales[:, None], rows, tol, "R")[:, 0]
+
+    def forward(v: np.ndarray, refine: bool) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(over="ignore"):
+            scales = (np.abs(R) @ np.abs(v))[:, None]
+        margins = _check_values((G @ v)[:, None], 1.0, scales, R.shape[1], rows, "R",
+                                lambda i, t: Fraction(int(Y[i])) * _exact_dot(R[i], v), refine)
+        return margins, scales
+
+    program = Program(G, ones, readable=lambda: _v_problem(R, Y))
+    index = np.arange(len(R))
+    v, mu, (margins, scales), raised = _solve_checked(
+        solve, program, lambda: _v_infeasible(G), "R", index, np.zeros_like(index), forward)
+    mu = _multipliers(mu, "R")
+    support = _support(margins, 1.0 + raised, scales, rows, tol, "R")[:, 0]
+    margins = margins[:, 0]
     return VSVMResult(
         v=_readonly(v),
         margin=_margin(_ldp.norm(v)),
@@ -1028,7 +1139,32 @@ def _w_inputs(X, alpha, queries):
         i = int(np.nonzero(~np.isfinite(D).all(axis=(1, 2)))[0][0])
         raise ValueError(f"X: the differences x_{{i,alpha_i}} - x_it of sequence {i} overflow "
                          "float64; rescale X")
+    if Z.ndim == 2:
+        _w_representable(D, alpha, Z)
     return X, D, alpha, Z
+
+
+def _w_representable(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> None:
+    """Refuse per-sequence queries (n, d) whose constraint matrices (x_{i,alpha_i} - x_it) z_i^T
+    leave float64's normal range: their largest entry, max|x_{i,alpha_i} - x_it| max|z_i|,
+    overflows (then W or the constraint values at W cannot be represented) or is below the
+    smallest normal number 2^-1022 (the entries lose precision, and ||W|| >= 2^1022 / d)."""
+    mant_D, exp_D = np.frexp(np.abs(D).max(axis=2))  # (n, T), exact
+    mant_Z, exp_Z = np.frexp(np.abs(Z).max(axis=1))  # (n,)
+    mant, exp = np.frexp(mant_D * mant_Z[:, None])
+    top = exp + exp_D + exp_Z[:, None]  # the largest entry is mant * 2^top, mant in [1/2, 1)
+    constraint = _others(alpha, D.shape[1]) & (mant > 0)
+    for outside, how in ((constraint & (top > 1024), "overflows float64"),
+                         (constraint & (top < -1021),
+                          "is below float64's smallest normal number 2^-1022")):
+        if outside.any():
+            i, t = (int(k[0]) for k in np.nonzero(outside))
+            raise ValueError(
+                f"{_w_blame(D, Z)}: the largest entry of the constraint matrix "
+                f"(x_{{i,alpha_i}} - x_it) z_i^T of sequence {i}, token {t} (about 2^{top[i, t]}) "
+                f"{how}, so the W-SVM cannot be solved in float64 (W, or its "
+                "constraint values, would leave its range); rescale X and queries to comparable "
+                "sizes")
 
 
 def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
@@ -1164,8 +1300,10 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     ValueError : bad inputs (X not (n, T, d) with n, d >= 1 and T >= 2, ``alpha`` not one index
         in [0, T) per sequence, ``queries`` neither (d,) nor (n, d) or a zero (d,) query, NaN or
         inf, ``norm`` not "frobenius" or "nuclear", an unknown ``solver``, ``tol`` not a finite
-        positive number), or no W ranks every selected token first (the same error for both
-        norms: feasibility does not depend on the norm).
+        positive number), per-sequence queries whose constraint matrices
+        (x_{i,alpha_i} - x_it) z_i^T overflow or fall below float64's smallest normal number
+        (naming ``X`` or ``queries``, whichever spreads more), or no W ranks every selected
+        token first (the same error for both norms: feasibility does not depend on the norm).
     TypeError : X or queries is not a real numeric array, ``alpha`` does not hold integers, or
         ``tol`` is not a number.
     IllConditionedError : (a ValueError) as in :func:`att_svm` (with per-sequence queries whose
@@ -1212,11 +1350,24 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     n, T, d = D.shape
     others = _others(alpha, T)
 
-    nuclear = None
-    if norm == "nuclear":
-        nuclear = _w_nuclear(D, alpha, Z, solver)
-        W = nuclear.W
-    else:
+    each = np.broadcast_to(Z, (n, d))
+    name = _w_blame(D, Z)
+
+    def forward(W: np.ndarray, refine: bool) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(over="ignore", invalid="ignore"):
+            # (x_{i,alpha_i} - x_it)^T (W z_i): two products of d terms, and the scale of their
+            # rounding, sum_ab |x_{i,alpha_i} - x_it|_a |W_ab| |z_i|_b
+            values = np.where(others, np.einsum("ita,ia->it", D, each @ W.T), np.inf)
+            scales = np.einsum("ita,ia->it", np.abs(D), np.abs(each) @ np.abs(W).T)
+
+        def exact(i, t):  # (x_{i,alpha_i} - x_it)^T W z_i in rationals, from X itself
+            Wz = [_exact_dot(row, each[i]) for row in W]
+            return sum(((Fraction(float(a)) - Fraction(float(b))) * w
+                        for a, b, w in zip(X[i, alpha[i]], X[i, t], Wz)), Fraction(0))
+
+        return _check_values(values, 1.0, scales, 2 * d + 1, others, name, exact, refine), scales
+
+    if norm == "frobenius":
         def readable():
             return _w_problem(D, alpha, Z)
 
@@ -1226,30 +1377,19 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
         else:
             G, _, _ = _w_rows(D, alpha, Z)
             program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
-        W = _run(solve, program, lambda: _w_infeasible(D, alpha, Z), "X")[0]
-
-    each = np.broadcast_to(Z, (n, d))
-    with np.errstate(over="ignore", invalid="ignore"):
-        # (x_{i,alpha_i} - x_it)^T (W z_i): two products of d terms, and the scale of their
-        # rounding, sum_ab |x_{i,alpha_i} - x_it|_a |W_ab| |z_i|_b
-        values = np.where(others, np.einsum("ita,ia->it", D, each @ W.T), np.inf)
-        scales = np.einsum("ita,ia->it", np.abs(D), np.abs(each) @ np.abs(W).T)
-    name = _w_blame(D, Z)
-
-    def exact(i, t):  # (x_{i,alpha_i} - x_it)^T W z_i in rationals, from X itself
-        Wz = [_exact_dot(row, each[i]) for row in W]
-        return sum(((Fraction(float(a)) - Fraction(float(b))) * w
-                    for a, b, w in zip(X[i, alpha[i]], X[i, t], Wz)), Fraction(0))
-
-    values = _check_values(values, 1.0, scales, 2 * d + 1, others, name, exact)
-    if nuclear is None:
+        seq, tok = np.nonzero(others)
+        W, _, (values, scales), raised = _solve_checked(
+            solve, program, lambda: _w_infeasible(D, alpha, Z), "X", seq, tok, forward)
         return WSVMResult(
             W=_readonly(W),
             margin=_margin(_ldp.norm(W)),
             constraints=_readonly(values),
-            support=_readonly(_support(values, 1.0, scales, others, tol, name)),
+            support=_readonly(_support(values, 1.0 + raised, scales, others, tol, name)),
             alpha=_readonly(alpha),
         )
+    nuclear = _w_nuclear(D, alpha, Z, solver)
+    W = nuclear.W
+    values, scales = forward(W, False)
     multipliers = np.zeros((n, T))
     multipliers[others] = nuclear.mu
     support = _support(values, 1.0, scales, others, max(tol, NUCLEAR_TOL), name)
@@ -1559,11 +1699,24 @@ def _lift(u: np.ndarray, p: np.ndarray) -> np.ndarray:
     largest entry first, so that ||p||^2 neither under- nor overflows (W scales like 1 / p)."""
     top = float(np.abs(p).max())
     unit = p / top
-    return np.outer(u, unit) / (unit @ unit) / top
+    with np.errstate(over="ignore", under="ignore"):
+        W = np.outer(u, unit) / (unit @ unit) / top
+    largest = float(np.abs(W).max())
+    tiny = np.finfo(np.float64).tiny
+    if not np.isfinite(largest) or (0 < np.abs(u).max() and largest < tiny):
+        exponent = _exponent(u) - _exponent(p)
+        raise _ldp.ScaleError(f"W^mm = u p^T / ||p||^2 scales like 1 / (scale of X * scale of "
+                              f"queries) and its entries (about 2^{exponent}) leave the range of "
+                              "float64 at these scales")
+    return W
 
 
 def _w_infeasible(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> Exception:
-    G, seq, _ = _w_rows(D, alpha, Z)
+    if Z.ndim == 1:  # one query p: the constraints see u = W p only, so the rows are D's own
+        seq, tok = np.nonzero(_others(alpha, D.shape[1]))
+        G = D[seq, tok]
+    else:
+        G, seq, _ = _w_rows(D, alpha, Z)
 
     def feasible(group: list[int]) -> bool:
         rows = np.isin(seq, group)

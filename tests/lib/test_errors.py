@@ -84,8 +84,14 @@ CASES = [
      r"^alpha: W-SVM is infeasible: in sequence 1 token 1 .*convex hull"),
     ("nuclear solver", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm="nuclear", solver="exact"), ValueError,
      r"^solver: expected one of"),
+    # cvxpy/Clarabel on data far from unit scale: a RuntimeError naming the data argument
+    # (was cvxpy's raw SolverError, naming nothing: issue 22 review, F9)
+    ("cvxpy on X at 1e100", lambda: mm.att_svm([[[1e100, 0.0], [0.0, 1e100]]], [0], solver="cvxpy"),
+     RuntimeError, r"^X: cvxpy/Clarabel failed .* solver='fast'"),
+    ("cvxpy on R at 1e100", lambda: mm.v_svm([[1e100, 0.0], [0.0, 1e100]], [1, -1], solver="cvxpy"),
+     RuntimeError, r"^R: cvxpy/Clarabel failed"),
     ("nuclear W beyond float64", lambda: mm.w_svm(X * 1e200, [0, 0, 0], queries=Q * 1e200, norm="nuclear"),
-     ValueError, r"^X: the nuclear-norm W\^mm scales like 1 / \(scale of X \* scale of queries\)"),
+     ValueError, r"^X: the largest entry of the constraint matrix .* overflows float64"),
     ("w_svm differences overflow", lambda: mm.w_svm([[[1e308, 0.0], [-1e308, 1.0]]], [0], queries=[1.0, 0.0]),
      ValueError, r"^X: the differences x_\{i,alpha_i\} - x_it of sequence 0 overflow float64"),
     ("nuclear differences overflow",

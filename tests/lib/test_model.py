@@ -205,3 +205,60 @@ def test_circle_angles_run_counterclockwise_from_p1():
         p = 2.0 * np.array([np.cos(np.radians(angle)), np.sin(np.radians(angle)), 0.0])
         assert gap == pytest.approx(_risk_by_hand(X, Y, v, None, p) - star, rel=1e-12, abs=1e-15)
     assert abs(_risk_by_hand(X, Y, v, None, [0, 2.0, 0]) - _risk_by_hand(X, Y, v, None, [0, -2.0, 0])) > 1e-3
+
+
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "correlation"])
+def test_excess_risk_keeps_its_relative_accuracy_as_it_vanishes(loss):
+    """L(p) - L* along p = r (e1 - e2) on a random 2-sequence instance, r up to 300 (weights off
+    the optimum down to about 1e-260): relative error at most 1e-12 against a 400-digit mpmath
+    evaluation of the same formula. Bug caught (issue 22 review, F11): excess_risk was the
+    difference of two risks, 0.0 at r = 20 where the excess is 5.7e-19 (and off by a relative
+    2e-7 at r = 10)."""
+    import mpmath
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2, 3, 2))
+    Y, v = np.array([1.0, -1.0]), np.array([1.0, 0.5])
+    # token 0 has the largest logit x^T p (p along e1 - e2) and score Y_i v^T x of its sequence
+    X[0, 0], X[1, 0] = [2.0, -1.0], [0.5, -3.0]
+    gamma = mm.scores(X, Y, v)
+    assert np.all(gamma[:, 0] > gamma[:, 1:].max(axis=1))
+    assert np.all(X[:, 0] @ [1, -1] > (X[:, 1:] @ [1, -1]).max(axis=1))
+    value = {"logistic": lambda z: mpmath.log1p(mpmath.exp(-z)), "exponential":
+             lambda z: mpmath.exp(-z), "correlation": lambda z: -z}[loss]
+    with mpmath.workdps(400):  # z = gamma* - delta with delta down to 1e-260: 300+ digits
+        for r in (0.5, 3.0, 10.0, 20.0, 60.0, 300.0):
+            p = r * np.array([1.0, -1.0])
+            reference = mpmath.mpf(0)
+            for i in range(2):
+                logits = [mpmath.mpf(float(a)) * p[0] + mpmath.mpf(float(b)) * p[1]
+                          for a, b in X[i]]
+                top = max(logits)
+                weights = [mpmath.exp(lg - top) for lg in logits]
+                gammas = [Y[i] * (mpmath.mpf(float(a)) * v[0] + mpmath.mpf(float(b)) * v[1])
+                          for a, b in X[i]]
+                z = sum(w * g for w, g in zip(weights, gammas)) / sum(weights)
+                reference += (value(z) - value(max(gammas))) / 2
+            got = float(mm.excess_risk(X, Y, v, p, loss=loss))
+            assert got == pytest.approx(float(reference), rel=1e-12, abs=0), (r, got, reference)
+
+
+def test_risk_grad_W_does_not_overflow_inside_its_contraction():
+    """Exponential loss at margins near -704 (slope e^704 = 1e305.7), keys 1e3, query 1e-3: the
+    gradient entries are +-1.1075e306, representable, as a 50-digit mpmath evaluation of
+    l'(z) sum_t s_t (gamma_t - z) x_t z^T at W = 0 (uniform attention) says. Bug caught (issue
+    22 review, F7): the three-operand contraction formed dlogit * x = 4e308 = inf before the
+    query's 1e-3, and the call refused with "the gradient exceeds float64"."""
+    import mpmath
+
+    X = np.array([[[1e3, 0.0], [0.0, 1e3]]])
+    v, q = np.array([-0.700, -0.708]), np.array([1e-3, 0.0])
+    G = mm.risk_grad_W(X, [1.0], v, np.zeros((2, 2)), q, loss="exponential")
+    with mpmath.workdps(50):
+        gamma = [mpmath.mpf(float(X[0, t, t])) * mpmath.mpf(float(v[t])) for t in range(2)]
+        z = (gamma[0] + gamma[1]) / 2
+        slope = -mpmath.exp(-z)
+        # X is diagonal: only token a has a nonzero entry a, so row a is token a's term
+        expected = [[float(slope * (gamma[a] - z) / 2 * mpmath.mpf(float(X[0, a, a]))
+                           * mpmath.mpf(float(q[b]))) for b in range(2)] for a in range(2)]
+    np.testing.assert_allclose(G, expected, rtol=1e-12)

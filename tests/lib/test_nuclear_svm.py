@@ -458,10 +458,18 @@ def test_a_w_beyond_float64_is_refused_naming_x():
     """X and the queries both at 1e200: W^mm_* would be about 1e-400. Bug caught: W flushed to
     zero (or subnormal) and returned, with constraint values 0 < 1."""
     X, alpha, Z = instance(0, 3, 3, 3)
-    with pytest.raises(ValueError, match=r"^X: the nuclear-norm W\^mm scales like"):
+    # per-sequence queries: refused up front, the constraint matrices leave float64
+    with pytest.raises(ValueError, match=r"^X: the largest entry of the constraint matrix"):
         mm.w_svm(X * 1e200, alpha, queries=Z * 1e200, norm="nuclear")
-    with pytest.raises(ValueError, match=r"^X: the nuclear-norm W\^mm scales like"):
+    with pytest.raises(ValueError, match=r"^X: the largest entry of the constraint matrix"):
         mm.w_svm(X * 1e-170, alpha, queries=Z * 1e-170, norm="nuclear")
+    # one shared query: the nuclear solver's own scale check
+    rng = np.random.default_rng(0)
+    p, X = rng.standard_normal((3, 5))[0], rng.standard_normal((2, 3, 5))
+    assert mm.w_svm(X, [0, 0], queries=p, norm="nuclear").norm > 0
+    for c in (1e200, 1e-170):
+        with pytest.raises(ValueError, match=r"^X: the nuclear-norm W\^mm scales like"):
+            mm.w_svm(X * c, [0, 0], queries=p * c, norm="nuclear")
 
 
 # ----------------------------------------------------------------------------------------------
