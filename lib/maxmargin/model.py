@@ -529,16 +529,34 @@ def risk_grad_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.nda
     margin, deviation = _kernels.margins(s, _kernels.tensor(gamma[..., None]))
     scaled, log_factor = _slope_scaled(loss, margin)
     dlogits = _kernels.logit_grad(s, deviation, margin, scaled).numpy()  # (n, T, B)
-    # each run's largest power of two taken out first (exact), so that the products
-    # dlogit * x * z do not overflow where the gradient itself is representable
-    shift = np.frexp(np.abs(dlogits).max(axis=(0, 1)))[1]  # (B,)
-    grad = torch.einsum("ntb,ntd,ne->dbe", torch.from_numpy(np.ldexp(dlogits, -shift)),
-                        _kernels.tensor(X), _kernels.tensor(Z)).numpy()
-    with np.errstate(over="ignore"):
-        grad = np.ldexp(grad, shift[None, :, None])
+    grad = _contract_scaled(dlogits, X, Z)  # (d, B, d)
     grad = _rescaled(torch.from_numpy(grad.reshape(d, -1)), log_factor.repeat(d)
                      if log_factor is not None else None, loss)  # columns (b, e): run b's factor
     return np.moveaxis(grad.reshape(d, -1, d), 0, 1).reshape(lead + (d, d))
+
+
+def _contract_scaled(dlogits: np.ndarray, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    """sum_it dlogits[i, t, b] x_it z_i^T as (d, B, d), finite wherever the result is.
+
+    A single three-operand product overflows where a partial product dlogit * x does (keys
+    1e3, slopes 1e306) although the gradient is representable, and one power of two for a whole
+    run pushes a small sequence's terms to subnormals when another sequence is huge. So each
+    factor is divided by a power of two per sequence (per run for the dlogits; exact), the sum
+    over t is taken per sequence, and the terms of the sum over i are brought to one exponent
+    per run, shifted down only as far as that run's largest term needs."""
+    n, T, d = X.shape
+    e_dl = np.frexp(np.abs(dlogits).max(axis=1))[1]  # (n, B)
+    e_x = np.frexp(np.abs(X).reshape(n, -1).max(axis=1))[1]  # (n,)
+    e_z = np.frexp(np.abs(Z).max(axis=1))[1]  # (n,)
+    A = np.einsum("ntb,ntd->nbd", np.ldexp(dlogits, -e_dl[:, None, :]),
+                  np.ldexp(X, -e_x[:, None, None]))  # (n, B, d), entries at most T
+    e = e_dl + (e_x + e_z)[:, None]  # (n, B): sequence i's terms are A * z_i' * 2^e
+    shift = np.maximum(e.max(axis=0) + int(np.ceil(np.log2(n * T))) - 1020, 0)  # (B,)
+    with np.errstate(under="ignore"):
+        terms = np.ldexp(A, (e - shift)[:, :, None])  # (n, B, d)
+    grad = np.einsum("nbd,ne->dbe", terms, np.ldexp(Z, -e_z[:, None]))
+    with np.errstate(over="ignore"):
+        return np.ldexp(grad, shift[None, :, None])
 
 
 def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:

@@ -871,7 +871,8 @@ def _set_rows(K: np.ndarray, sets: np.ndarray):
 
     Equalities (k_{i,t0} - k_itau)^T p = 0 for tau in O_i, tau != t0, and inequalities
     (k_{i,t0} - k_itau)^T p >= 1 for tau outside O_i (given the equalities, these imply the
-    inequalities for every t in O_i). Returns (E, E_seq, G, G_seq) with the sequence of each row.
+    inequalities for every t in O_i). Returns (E, E_seq, E_tok, G, G_seq) with the sequence
+    of each row (and the token of each equation).
     The equality rows of sequence i are divided by the power of two nearest its largest key
     entry (exact: the same equations), so that the null space of E, whose singular values are
     cut at a relative 1e-12, keeps the equations of every sequence whatever its scale; a row
@@ -885,7 +886,8 @@ def _set_rows(K: np.ndarray, sets: np.ndarray):
     exponents = np.frexp(np.abs(K).reshape(len(K), -1).max(axis=1))[1]
     E = np.ldexp(D[equal], -exponents[E_seq][:, None])
     real = _ldp.row_norms(E) > 1e-12
-    return E[real], E_seq[real], D[~sets], np.nonzero(~sets)[0]
+    E_tok = np.nonzero(equal)[1]
+    return E[real], E_seq[real], E_tok[real], D[~sets], np.nonzero(~sets)[0]
 
 
 def _set_problem(K: np.ndarray, sets: np.ndarray) -> CvxpyProgram:
@@ -966,10 +968,11 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
 def _set_svm(K: np.ndarray, sets: np.ndarray, solve=None, tol: float = 1e-8) -> SetSVMResult:
     """The set-SVM on validated keys K (n, T, d) and proper sets (n, T)."""
     solve = _solver("fast") if solve is None else solve
-    E, E_seq, G, G_seq = _set_rows(K, sets)
+    E, E_seq, E_tok, G, G_seq = _set_rows(K, sets)
 
     first = np.argmax(sets, axis=1)
-    inside = sets & _others(first, K.shape[1])
+    inside = np.zeros(sets.shape, dtype=bool)  # the equations kept (not ties up to rounding)
+    inside[E_seq, E_tok] = True
 
     def forward(p: np.ndarray, refine: bool) -> tuple[np.ndarray, np.ndarray]:
         _check_equalities(_differences(K, first), p, inside, "X")
@@ -1154,17 +1157,20 @@ def _w_representable(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray) -> None:
     mant, exp = np.frexp(mant_D * mant_Z[:, None])
     top = exp + exp_D + exp_Z[:, None]  # the largest entry is mant * 2^top, mant in [1/2, 1)
     constraint = _others(alpha, D.shape[1]) & (mant > 0)
-    for outside, how in ((constraint & (top > 1024), "overflows float64"),
+    for outside, how in ((constraint & (top > 1024),
+                          "overflows float64, so W (about 1 / that entry) or the constraint "
+                          "values at W cannot be represented"),
                          (constraint & (top < -1021),
-                          "is below float64's smallest normal number 2^-1022")):
+                          "is below float64's smallest normal number 2^-1022, so the constraint "
+                          "data lose precision and ||W|| would be at least 1 / (d times that "
+                          "entry), at the top of float64's range or beyond")):
         if outside.any():
             i, t = (int(k[0]) for k in np.nonzero(outside))
+            size = float(top[i, t] + np.log2(mant[i, t]))
             raise ValueError(
                 f"{_w_blame(D, Z)}: the largest entry of the constraint matrix "
-                f"(x_{{i,alpha_i}} - x_it) z_i^T of sequence {i}, token {t} (about 2^{top[i, t]}) "
-                f"{how}, so the W-SVM cannot be solved in float64 (W, or its "
-                "constraint values, would leave its range); rescale X and queries to comparable "
-                "sizes")
+                f"(x_{{i,alpha_i}} - x_it) z_i^T of sequence {i}, token {t} (about 2^{size:.1f}) "
+                f"{how}; rescale X and queries to comparable sizes")
 
 
 def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
@@ -1379,7 +1385,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
             program = Program(G, np.ones(len(G)), readable, lift=lambda x: x.reshape(d, d))
         seq, tok = np.nonzero(others)
         W, _, (values, scales), raised = _solve_checked(
-            solve, program, lambda: _w_infeasible(D, alpha, Z), "X", seq, tok, forward)
+            solve, program, lambda: _w_infeasible(D, alpha, Z), name, seq, tok, forward)
         return WSVMResult(
             W=_readonly(W),
             margin=_margin(_ldp.norm(W)),

@@ -332,3 +332,25 @@ def test_an_equality_missed_beyond_its_rounding_is_refused():
                                                      r"sequence 0 a score 1\.0e-03 away"):
         _check_equalities(D, np.array([0.5005, 0.4995]), equal, "X")
     _check_equalities(D * 1e14, np.array([0.5 + 5e-18, 0.5 - 5e-18]), equal, "X")
+
+
+def test_a_tie_up_to_rounding_next_to_a_small_sequence_is_solved():
+    """Keys 0.1 + 0.2 and 0.3 in one set (equal up to rounding: a tie) next to a sequence of
+    scale 1e-12 that needs ||p|| = 1e12: p = (1e12, 0), the optimum when the two keys tie
+    exactly (p must have p_1 = 0 for any other sequence-0 pair... here only the tie and the
+    zero token matter: (0.3, 1) p >= 1 + 0 p and 1e-12 p_1 >= 1 give p_1 = 1e12, p_2 = 0).
+    Bug caught (review of this fix): the rounding tie, dropped from the equations, was still
+    checked as an equality and refused ("a score 5.6e-05 away")."""
+    X = np.array([[[0.1 + 0.2, 1.0], [0.3, 1.0], [0.0, 0.0]],
+                  [[1e-12, 0.0], [0.0, 1e-12], [0.0, 0.0]]])
+    result = mm.set_svm(X, np.array([[True, True, False], [True, False, False]]))
+    np.testing.assert_allclose(result.p, [1e12, 0.0], rtol=1e-12, atol=1e-3)
+
+
+def test_the_subnormal_refusal_reports_the_entry_truly():
+    """A constraint matrix whose largest entry is 2^-1023: refused naming X, reporting the
+    entry as 2^-1023.0 (it said 2^-1022) and without the false claim that W would leave
+    float64's range (W = 2^1023 is representable)."""
+    with pytest.raises(ValueError, match=r"^X: .*\(about 2\^-1023\.0\) is below .*at the top of "
+                                         r"float64's range or beyond"):
+        mm.w_svm(np.array([[[2.0 ** -1023], [0.0]]]), [0], queries=np.array([[1.0]]))

@@ -262,3 +262,38 @@ def test_risk_grad_W_does_not_overflow_inside_its_contraction():
         expected = [[float(slope * (gamma[a] - z) / 2 * mpmath.mpf(float(X[0, a, a]))
                            * mpmath.mpf(float(q[b]))) for b in range(2)] for a in range(2)]
     np.testing.assert_allclose(G, expected, rtol=1e-12)
+
+
+def test_risk_grad_W_keeps_small_entries_where_nothing_overflows():
+    """Two sequences whose logit gradients differ by 1e323 in size (1e303 and 1e-20), no
+    product near overflow: entry (0, 2) of the gradient, set by the small sequence, equals a
+    50-digit mpmath evaluation to 1e-12 relative. Bug caught (review of the overflow fix):
+    dividing every run by its largest power of two pushed the small sequence's terms into
+    subnormal numbers and the entry was off by 10%."""
+    import mpmath
+
+    X = np.array([[[0.0, 1e8, 0.0], [0.0, -1e8, 0.0]],
+                  [[1e290, 1e-295, 23.0], [0.0, -1e-295, -23.0]]])
+    Y, v = np.array([-1.0, 1.0]), np.array([0.0, 1e295, 0.0])
+    Z = np.array([[0.0, 1e-8, 0.0], [0.0, 0.0, 1.0]])
+    got = mm.risk_grad_W(X, Y, v, np.eye(3), Z)
+    with mpmath.workdps(50):
+        F = lambda a: mpmath.mpf(float(a))  # noqa: E731
+        grad = [[mpmath.mpf(0)] * 3 for _ in range(3)]
+        for i in range(2):
+            logits = [sum(F(X[i, t, a]) * F(Z[i, a]) for a in range(3)) for t in range(2)]
+            top = max(logits)
+            w = [mpmath.exp(lg - top) for lg in logits]
+            s = [x / sum(w) for x in w]
+            gamma = [F(Y[i]) * sum(F(v[a]) * F(X[i, t, a]) for a in range(3)) for t in range(2)]
+            z = sum(st * g for st, g in zip(s, gamma))
+            slope = -1 / (1 + mpmath.exp(z))  # logistic l'(z)
+            for t in range(2):
+                c = slope * s[t] * (gamma[t] - z) / 2  # mean over the n = 2 sequences
+                for a in range(3):
+                    for b in range(3):
+                        grad[a][b] += c * F(X[i, t, a]) * F(Z[i, b])
+    assert got[0, 2] == pytest.approx(float(grad[0][2]), rel=1e-12)
+    # entries below the smallest normal number (here -5.7e-316) may underflow
+    np.testing.assert_allclose(got, np.array(grad, dtype=float), rtol=1e-12,
+                               atol=np.finfo(np.float64).tiny)
