@@ -688,6 +688,10 @@ MUTANTS = [
            "    real = _ldp.row_norms(E) > 1e-12",
            "    real = _ldp.row_norms(E) >= 0",
            ("test_svm.py",)),
+    Mutant("svm.py", "ATT-SVM errors blame X when the key-query matrix W sets the scale",
+           "    return \"X\" if W is None else \"X, W\"",
+           "    return \"X\"",
+           ("test_errors.py",)),
 ]
 
 

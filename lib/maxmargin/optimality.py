@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _checks
 from .problem import Problem, problem, score_scales, unit_keys
-from .svm import SVMResult, _att_inputs, _att_svm, _is_feasible
+from .svm import SVMResult, _att_inputs, _att_svm, _data_name, _is_feasible
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
@@ -101,7 +101,7 @@ def support_tokens(X, alpha, *, W=None) -> np.ndarray:
     array([[False,  True,  True, False]])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, None)
-    return _att_svm(K, alpha, relaxed).support
+    return _att_svm(K, alpha, relaxed, name=_data_name(W)).support
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def _check_selection(prob: Problem, alpha: np.ndarray) -> Selection:
     """:func:`check_selection` on a validated problem (with its head) and alpha (n,)."""
     n = prob.shape[0]
     gamma = prob.scores
-    result = _att_svm(prob.keys, alpha)
+    result = _att_svm(prob.keys, alpha, name=_data_name(prob.W))
     selected = gamma[np.arange(n), alpha][:, None]
     bad = result.support & (gamma >= selected)
     violations = tuple((int(i), int(t)) for i, t in np.argwhere(bad))

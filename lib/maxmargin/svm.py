@@ -747,13 +747,21 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     array([[False,  True]])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
-    return _att_svm(K, alpha, relaxed, _solver(solver), _checks.positive_float(tol, "tol"))
+    return _att_svm(K, alpha, relaxed, _solver(solver), _checks.positive_float(tol, "tol"),
+                    _data_name(W))
+
+
+def _data_name(W) -> str:
+    """The arguments whose scale sets the keys k_it = W^T x_it, for error messages: "X", or
+    "X, W" when a key-query matrix is given."""
+    return "X" if W is None else "X, W"
 
 
 def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None, solve=None,
-             tol: float = 1e-8) -> SVMResult:
+             tol: float = 1e-8, name: str = "X") -> SVMResult:
     """ATT-SVM on validated keys K (n, T, d) and alpha (n,); ``relaxed`` (n,) bool or None,
-    ``solve`` a solver from :func:`_solver` (default "fast")."""
+    ``solve`` a solver from :func:`_solver` (default "fast"); errors name ``name``, the data
+    the keys come from (:func:`_data_name`)."""
     relaxed = np.zeros(len(alpha), dtype=bool) if relaxed is None else relaxed
     solve = _solver("fast") if solve is None else solve
     D, b = _att_system(K, alpha, relaxed)
@@ -765,7 +773,7 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
     def forward(p: np.ndarray, refine: bool) -> tuple[np.ndarray, np.ndarray]:
         with np.errstate(over="ignore"):  # fl(a - b) is within eps |a - b|: D's rounding is in it
             scales = np.abs(D) @ np.abs(p)
-        values = _check_values(_values(D, p, others), b[:, None], scales, d + 1, others, "X",
+        values = _check_values(_values(D, p, others), b[:, None], scales, d + 1, others, name,
                                lambda i, t: _exact_dot(K[i, alpha[i]], p) - _exact_dot(K[i, t], p),
                                refine)
         return values, scales
@@ -777,11 +785,11 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
     else:
         program = Program(G, h, readable=lambda: _att_problem(G, h))
         p, mu_rows, (values, scales), raised = _solve_checked(
-            solve, program, lambda: _selection_infeasible(D, alpha, b), "X", seq, tok, forward)
-        mu[seq, tok] = _multipliers(mu_rows, "X")
+            solve, program, lambda: _selection_infeasible(D, alpha, b), name, seq, tok, forward)
+        mu[seq, tok] = _multipliers(mu_rows, name)
 
     norm = _ldp.norm(p)
-    support = _support(values, b[:, None] + raised, scales, others, tol, "X")
+    support = _support(values, b[:, None] + raised, scales, others, tol, name)
     return SVMResult(
         p=_readonly(p),
         margin=_margin(norm),
@@ -1803,5 +1811,6 @@ def joint_svms(X, Y, alpha, *, W=None) -> JointSVMs:
     n, T, _ = prob.shape
     alpha = _checks.indices(alpha, n, T)
     vsvm = _v_svm(prob.X[np.arange(n), alpha], _checks.labels(Y, n))
-    return JointSVMs(vsvm, _att_svm(prob.keys, alpha, relaxed=~vsvm.support),
-                     _att_svm(prob.keys, alpha))
+    name = _data_name(prob.W)
+    return JointSVMs(vsvm, _att_svm(prob.keys, alpha, relaxed=~vsvm.support, name=name),
+                     _att_svm(prob.keys, alpha, name=name))

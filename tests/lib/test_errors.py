@@ -13,6 +13,9 @@ nan_X = X.copy()
 nan_X[1, 2, 0] = np.nan
 Q = np.array([[1.0, 0.5, 0.2], [0.3, 1.0, 0.0], [0.0, 0.2, 1.0]])  # one query per sequence (W-SVM)
 
+_fig1b = mm.data.fig1(variant="b")
+FIG1B, FIG1B_W = (_fig1b.X, _fig1b.Y, _fig1b.v), _fig1b.W
+
 CASES = [
     ("X 2-D", lambda: mm.attention(X[0], p), ValueError, r"X: expected shape \(n, T, d\)"),
     ("X with NaN", lambda: mm.risk(nan_X, Y, v, p, W=W), ValueError, r"X: non-finite value at index \(1, 2, 0\)"),
@@ -84,6 +87,12 @@ CASES = [
      r"^alpha: W-SVM is infeasible: in sequence 1 token 1 .*convex hull"),
     ("nuclear solver", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm="nuclear", solver="exact"), ValueError,
      r"^solver: expected one of"),
+    # keys W^T x too large for the multipliers: named "X, W" when W sets the scale (was "X"
+    # alone: issue 22 review, F10)
+    ("W at 1e200", lambda: mm.check_selection(*FIG1B, [0], W=FIG1B_W * 1e200), ValueError,
+     r"^X, W: the Lagrange multipliers scale like"),
+    ("X at 1e200 without W", lambda: mm.att_svm(FIG1B[0] @ FIG1B_W * 1e200, [0]), ValueError,
+     r"^X: the Lagrange multipliers scale like"),
     # cvxpy/Clarabel on data far from unit scale: a RuntimeError naming the data argument
     # (was cvxpy's raw SolverError, naming nothing: issue 22 review, F9)
     ("cvxpy on X at 1e100", lambda: mm.att_svm([[[1e100, 0.0], [0.0, 1e100]]], [0], solver="cvxpy"),
