@@ -646,6 +646,10 @@ MUTANTS = [
            "return TIE_FACTOR * (d + 2) * np.finfo(np.float64).eps * score_scales(prob)",
            "return 1e-12 * score_scales(prob)",
            ("test_ties.py",)),
+    Mutant("book/ch02.py", "explorer: the optimal token starred by float argmax, not the tie rule",
+           "top = int(optimal_indices(inst.X, inst.Y, inst.v)[0])",
+           "top = int(inst.scores[0].argmax())",
+           ("test_ch02_helpers.py",)),
 ]
 
 
