@@ -4,6 +4,15 @@ A selection ``alpha`` picks one token per sequence (shape (n,), 0-based). It is 
 prompt p ranks every selected token strictly first, i.e. its ATT-SVM exists. It is *locally optimal*
 when, in addition, each selected token has a strictly higher score than every *support* token of its
 sequence (the tokens whose ATT-SVM constraint is tight): gamma_{i alpha_i} > gamma_it for t in T_i.
+
+Every comparison of scores here (and in :mod:`.traps`) follows one tie rule,
+``maxmargin.problem.tie_tolerances``: two scores of sequence i tie when they differ by at
+most tol_i = 16 (d + 2) eps s_i, a bound on the rounding of a difference of two computed scores
+(s_i = max_t sum_j |v_j x_itj|), and a score is strictly higher than another only when it
+exceeds it by more than tol_i. Scores equal in exact arithmetic can come out of float64 one
+ulp apart (summed in another order): such a tie is a tie, never a strict winner. So a support
+token within tol_i of the selected token's score is a violation: "strictly higher" in the
+definition of local optimality means higher beyond rounding, and a tie is not strict.
 """
 from __future__ import annotations
 
@@ -12,19 +21,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
+<<<<<<< HEAD
 from .problem import Problem, problem, score_scales, unit_keys
 from .svm import SVMResult, _att_inputs, _att_svm, _data_name, _is_feasible
+=======
+from .problem import Problem, problem, tie_tolerances, unit_keys
+from .svm import SVMResult, _att_inputs, _att_svm, _is_feasible
+>>>>>>> ties
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
     """(n,) index of the highest-score token of each sequence, opt_i = argmax_t gamma_it.
 
     Raises ``ValueError`` if a sequence has two tokens tied for the highest score: scores within
-    ``TIE_TOL * s_i`` = 1e-12 s_i of each other, with s_i = max_t sum_j |v_j x_itj| the scale
-    of the rounding of that sequence's scores, so that the verdict does not depend on the units
-    of X or v (``optimal_indices(X, Y, 1e-14 * v)`` is ``optimal_indices(X, Y, v)``). Scores
-    equal by construction differ by a few eps s_i at most, far below the tolerance; at unit
-    scale (s_i about 1) it is the former absolute 1e-12.
+    tol_i = 16 (d + 2) eps s_i of each other (``maxmargin.problem.tie_tolerances``), with
+    s_i = max_t sum_j |v_j x_itj| the scale of the rounding of that sequence's scores, so that
+    the verdict does not depend on the units of X or v (``optimal_indices(X, Y, 1e-14 * v)`` is
+    ``optimal_indices(X, Y, v)``). Scores equal in exact arithmetic differ by at most about
+    d eps s_i once computed, below tol_i; scores further apart are told apart, also when they
+    cancel (1 and 1 - 1e-6 computed from terms of size 1e6).
 
     Parameters
     ----------
@@ -50,19 +65,11 @@ def optimal_indices(X, Y, v) -> np.ndarray:
     return _optimal_indices(problem(X, Y, v))
 
 
-#: Two top scores of sequence i tie when they differ by at most TIE_TOL * s_i, with
-#: s_i = max_t sum_j |v_j x_itj| (:func:`maxmargin.problem.score_scales`): relative to the scale of
-#: the scores' rounding (about d eps s_i), 4500 eps, so exact ties computed along different
-#: roundings are still ties for d up to about 2000, and at unit scale it is the former absolute
-#: 1e-12.
-TIE_TOL = 1e-12
-
-
 def _optimal_indices(prob: Problem) -> np.ndarray:
     """:func:`optimal_indices` of a validated problem with a head (its scores (n, T))."""
     gamma = prob.scores
     top = np.sort(gamma, axis=1)[:, -2:]
-    tied = top[:, 1] - top[:, 0] <= TIE_TOL * score_scales(prob)
+    tied = top[:, 1] - top[:, 0] <= tie_tolerances(prob)
     if np.any(tied):
         i = int(np.argmax(tied))
         raise ValueError(f"X, Y, v: sequence {i} has two tokens tied for the highest score "
@@ -113,9 +120,9 @@ class Selection:
     alpha : tuple of n ints, the selected token of each sequence.
     svm : SVMResult, ATT-SVM(alpha).
     locally_optimal : bool, every support token scores strictly below the selected token of its
-        sequence.
-    violations : tuple of (i, t) pairs, the support tokens t of sequence i that score at least as
-        high as the selected token (empty when locally optimal).
+        sequence (below by more than the tie tolerance tol_i of the module docstring).
+    violations : tuple of (i, t) pairs, the support tokens t of sequence i that score higher
+        than the selected token or tie with it (within tol_i); empty when locally optimal.
 
     Examples
     --------
@@ -128,13 +135,15 @@ class Selection:
     alpha: tuple[int, ...]
     svm: SVMResult
     locally_optimal: bool
-    violations: tuple[tuple[int, int], ...]  # (i, t): support token t scores >= the selected token
+    violations: tuple[tuple[int, int], ...]  # (i, t): support token t not strictly below alpha_i
 
 
 def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
     """Solve ATT-SVM(alpha) and test the local-optimality condition on its support tokens.
 
-    Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible.
+    Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible. A support token whose
+    score ties the selected token's (within tol_i = 16 (d + 2) eps s_i, the tie rule of
+    :func:`optimal_indices`) is a violation: the selected token is not strictly higher.
 
     Parameters
     ----------
@@ -176,13 +185,17 @@ def _check_selection(prob: Problem, alpha: np.ndarray) -> Selection:
     gamma = prob.scores
     result = _att_svm(prob.keys, alpha, name=_data_name(prob.W))
     selected = gamma[np.arange(n), alpha][:, None]
-    bad = result.support & (gamma >= selected)
+    strictly_below = selected - gamma > tie_tolerances(prob)[:, None]  # a tie is not strict
+    bad = result.support & ~strictly_below
     violations = tuple((int(i), int(t)) for i, t in np.argwhere(bad))
     return Selection(tuple(int(a) for a in alpha), result, not violations, violations)
 
 
 def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
     """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible).
+
+    "Beats" is strict beyond rounding: a support token whose score ties the selected token's
+    (within tol_i = 16 (d + 2) eps s_i, as in :func:`optimal_indices`) makes the answer False.
 
     Parameters
     ----------

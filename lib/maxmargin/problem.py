@@ -68,12 +68,35 @@ def exponents(a: np.ndarray, axis) -> np.ndarray:
 def score_scales(prob: Problem) -> np.ndarray:
     """(n,) s_i = max_t sum_j |v_j x_itj| of a validated problem with a head: the scale of the
     rounding of sequence i's scores gamma_it = Y_i v^T x_it (each is computed with an error of
-    at most about d eps s_i). Ties between scores are judged relative to it, so that they do not
-    depend on the units of X or v. Capped at the largest float64 (the sum can overflow where
-    the scores, which may cancel, do not)."""
+    at most about d u s_i, u = eps / 2). Ties between scores are judged relative to it
+    (:func:`tie_tolerances`), so that they do not depend on the units of X or v. Capped at the
+    largest float64 (the sum can overflow where the scores, which may cancel, do not)."""
     with np.errstate(over="ignore"):
         s = np.einsum("ntd,d->nt", np.abs(prob.X), np.abs(prob.v)).max(axis=1)
     return np.minimum(s, np.finfo(np.float64).max)
+
+
+#: Safety factor of the tie rule (:func:`tie_tolerances`) over the rounding bound of a difference
+#: of two scores.
+TIE_FACTOR = 16
+
+
+def tie_tolerances(prob: Problem) -> np.ndarray:
+    """(n,) tol_i = TIE_FACTOR (d + 2) eps s_i: the one tie rule for the scores of a validated
+    problem with a head. Two scores of sequence i *tie* when they differ by at most tol_i, and
+    one is *strictly higher* than another only when it exceeds it by more than tol_i.
+
+    Why this size: each computed score gamma_it = Y_i sum_j v_j x_itj (d products, summed in
+    any order, with or without FMA) is within d u s_i of its exact value (u = eps / 2, s_i of
+    :func:`score_scales`), so the computed difference of two scores is within d eps s_i of the
+    exact one; 2 eps s_i more cover ties exact in decimal (0.1 + 0.2 against 0.3), whose x and
+    v are each rounded by u on conversion to float64. The factor 16 leaves room for the
+    rounding of s_i and of the difference itself (a tie is never missed), and keeps the rule
+    a few dozen roundings wide, so that scores further apart than rounding can explain are
+    never called tied: at d = 3, tol_i = 1.8e-14 s_i (the former fixed 1e-12 s_i, 4500 eps s_i,
+    refused scores 1 and 1 - 1e-6 computed from terms of size 1e6)."""
+    d = prob.shape[2]
+    return TIE_FACTOR * (d + 2) * np.finfo(np.float64).eps * score_scales(prob)
 
 
 def unit_keys(prob: Problem) -> tuple[Problem, int]:

@@ -9,7 +9,9 @@ set* when every token u of every sequence i in S satisfies
 * gap_u >= 0 if gamma_iu == gamma_{i t_i} (t_i ranked first; ties allowed),
 
 with gap_u = (x_{i t_i} - x_iu)^T W q. With equal non-optimal scores this reads: q ranks a
-non-optimal token first and puts the optimal token beyond the margin.
+non-optimal token first and puts the optimal token beyond the margin. "Equal" scores are those
+that tie by the rule of :mod:`.optimality` (within tol_i = 16 (d + 2) eps s_i of each other,
+relative to the scale s_i = max_t sum_j |v_j x_itj| of sequence i alone).
 
 Why (a heuristic derivation, not a theorem of the paper). Along p = R q the descent direction
 from sequence i is a positive multiple of sum_u s_iu (gamma_iu - f_i) (k_iu - k_{i t_i}), and
@@ -48,11 +50,12 @@ from . import _checks
 from .optimality import _optimal_indices
 from ._least_distance import norm as vector_norm
 from ._least_distance import row_norms
-from .problem import problem, unit_keys
+from .problem import problem, tie_tolerances, unit_keys
 from .svm import IllConditionedError, _att_svm, _is_feasible
 
 GAP_TOL = 1e-9    # gap_u > 1 + GAP_TOL * max(1, ||k_{i t_i} - k_iu|| ||q||)
-SCORE_TOL = 1e-9  # equal scores: |gamma_iu - gamma_{i t_i}| <= SCORE_TOL * max_{i,t} |gamma_it|
+# Equal scores: |gamma_iu - gamma_{i t_i}| <= tol_i, the tie rule of problem.tie_tolerances (per
+# sequence: a large score in another sequence must not make distinct scores of this one equal).
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,10 +110,11 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     Tolerances: a gap counts as beyond the margin when
     gap_u > 1 + 1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||) (the scale of gap_u in the solver's
     rounding) and as ranked first when gap_u >= -1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||);
-    two scores are equal when they differ by at most 1e-9 * max_{i,t} abs(gamma_it); the highest
-    score ties as in ``mm.optimal_indices`` (relative to the scores' scale). Every test is
-    relative, and q is solved on keys scaled to unit size, so the trap sets of X * c (with v / c,
-    or any head) are those of X, and their q scales like 1 / c, at any c that float64 represents.
+    two scores of sequence i are equal when they tie by the rule of ``mm.optimal_indices``
+    (within 16 (d + 2) eps s_i, s_i = max_t sum_j |v_j x_itj| of that sequence alone), and the
+    highest score ties by the same rule. Every test is relative, and q is solved on keys scaled
+    to unit size, so the trap sets of X * c (with v / c, or any head) are those of X, and their
+    q scales like 1 / c, at any c that float64 represents.
 
     Parameters
     ----------
@@ -159,7 +163,7 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     # SVM's multipliers (1 / |k|^2) leave float64, and give q back in the units of the data.
     unit, e = unit_keys(prob)
     gamma, K = prob.scores, unit.keys
-    score_tol = SCORE_TOL * float(np.abs(gamma).max())
+    score_tol = tie_tolerances(prob)  # (n,): sequence i's scores tie within score_tol[i]
 
     found: list[TrapSet] = []
     for size in range(1, n):
@@ -176,8 +180,8 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
 
 def _trap(K, gamma, opt, S, score_tol, minimal: bool = True) -> TrapSet | None:
     """The trap set S with its q, or None (S fails the criterion or its complement is
-    infeasible). K (n, T, d) keys, gamma (n, T) scores, opt (n,), all validated; ``minimal``
-    is stored as the set's flag."""
+    infeasible). K (n, T, d) keys, gamma (n, T) scores, opt (n,), score_tol (n,) the tie
+    tolerances of the scores, all validated; ``minimal`` is stored as the set's flag."""
     n, T, _ = K.shape
     keep = np.setdiff1d(np.arange(n), S)
     try:
@@ -200,7 +204,7 @@ def _trap(K, gamma, opt, S, score_tol, minimal: bool = True) -> TrapSet | None:
         t = int(np.flatnonzero(near)[0])  # the first of the non-optimal tokens ranked first
         gap = logit[t] - logit
         tol = GAP_TOL * np.maximum(1.0, sizes[t])
-        differ = np.abs(gamma[i] - gamma[i, t]) > score_tol
+        differ = np.abs(gamma[i] - gamma[i, t]) > score_tol[i]
         differ[opt[i]] = True  # the optimal token must always lie beyond the margin
         if np.any(differ & (gap <= 1.0 + tol)) or np.any(~differ & (gap < -tol)):
             return None

@@ -153,3 +153,22 @@ def test_fig1_moved_and_explorer():
     assert [s.alpha for s in found] == [(0,), (2,)]
     assert "infeasible: {x2}" in ax.get_title()
     plt.close(fig)
+
+
+def test_explorer_star_follows_the_library_tie_rule():
+    """Bug caught: the explorer panel starred the optimal token by float equality
+    (``gamma == gamma.max()``), so x3's score 0.1 added ten times (1 - 1 ulp, decimal 1 exactly,
+    as a slider's steps produce) left x1 (score 1) starred as the unique optimum, while
+    ``mm.optimal_indices`` calls the two tied. Reference: the decimal sum is exactly 1 (Fraction),
+    a tie with x1, so no token is starred; with x3 at 0.5, x1 is."""
+    from fractions import Fraction
+
+    score = sum([0.1] * 10)
+    assert score != 1.0 and sum([Fraction("0.1")] * 10) == 1
+    star = 110 * 1.6  # selection_directions draws tokens of size 110, the optimal one 1.6 times
+    for x3_score, stars in ((score, 0), (0.5, 1)):
+        fig, ax = plt.subplots()
+        ch02.fig1_local_optima(ax, x3_score=x3_score)
+        sizes = [float(c.get_sizes()[0]) for c in ax.collections if len(c.get_sizes())]
+        plt.close(fig)
+        assert sum(s == pytest.approx(star) for s in sizes) == stars, (x3_score, sizes)

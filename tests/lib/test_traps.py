@@ -404,7 +404,7 @@ def test_unequal_scores_gd_near_q():
 
 
 def test_equal_score_tolerance_is_relative_to_the_scores():
-    """Bug caught: the equal-score tolerance made absolute (1e-9 instead of 1e-9 max |gamma|):
+    """Bug caught: the equal-score tolerance made absolute (1e-9 instead of relative to the scores):
     with the head scaled down, distinct scores read as equal and a lower-score token inside the
     margin no longer blocks a trap.
 
@@ -414,8 +414,8 @@ def test_equal_score_tolerance_is_relative_to_the_scores():
     (-2, 0, -0.5), t = token 1 (score 0), and token 2 (score 0.5 c, different) has gap 0.5 <= 1:
     no trap. S = {1}: q = ATT-SVM of sequence 0 (-2 p1 + 3 p2 >= 1, -1.5 p1 + 3 p2 >= 1) =
     (-1.5, 3, 0) / 11.25, which puts sequence 1's optimal token only 0.133 below token 1: no
-    trap. So no trap set, for every c > 0; c = 1e-10 keeps the top scores 5e-11 apart (the tie
-    test of the optimal token is absolute, 1e-12)."""
+    trap. So no trap set, for every c > 0; c = 1e-10 keeps the top scores 5e-11 apart (above an
+    absolute tie test of 1e-12 too)."""
     X = np.array([[[-2.0, 3.0, 1.0], [0.0, 0.0, 0.0], [-0.5, 0.0, 0.5]],
                   [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, -1.0, 0.0]]])
     for c in (1.0, 1e-10):

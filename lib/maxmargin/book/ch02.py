@@ -1,10 +1,8 @@
 """Chapter 2, locally-optimal tokens: the explorer panel of the moved Fig. 1 instance."""
 from __future__ import annotations
 
-import numpy as np
-
 from .. import data
-from ..optimality import feasible_selections
+from ..optimality import feasible_selections, optimal_indices
 from . import plots
 
 
@@ -22,7 +20,10 @@ def fig1_local_optima(ax, *, x3_score: float = 0.0, x2_x: float = 1.0, x2_y: flo
     inst = data.fig1_moved(x3_score=x3_score, x2=(x2_x, x2_y))
     found = feasible_selections(inst.X, inst.Y, inst.v, W=inst.W)
     gamma = inst.scores[0]
-    top = int(np.argmax(gamma)) if np.sum(gamma == gamma.max()) == 1 else None
+    try:  # the library's tie rule (a slider's 0.9 may be 0.9 plus one ulp): no marker on a tie
+        top = int(optimal_indices(inst.X, inst.Y, inst.v)[0])
+    except ValueError:
+        top = None
     ax.set_xlim(-2.0, 2.4)
     ax.set_ylim(-2.0, 2.0)
     plots.selection_directions(ax, inst.X[0, :, :2], found, names=FIG1_NAMES, scores=gamma,
