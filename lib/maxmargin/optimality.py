@@ -21,13 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
-<<<<<<< HEAD
-from .problem import Problem, problem, score_scales, unit_keys
-from .svm import SVMResult, _att_inputs, _att_svm, _data_name, _is_feasible
-=======
 from .problem import Problem, problem, tie_tolerances, unit_keys
-from .svm import SVMResult, _att_inputs, _att_svm, _is_feasible
->>>>>>> ties
+from .svm import SVMResult, _att_inputs, _att_svm, _data_name, _is_feasible
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
