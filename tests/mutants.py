@@ -692,6 +692,10 @@ MUTANTS = [
            "    return \"X\" if W is None else \"X, W\"",
            "    return \"X\"",
            ("test_errors.py",)),
+    Mutant("svm.py", "W-SVM errors blame by the spread of the scales alone (uniformly scaled data a coin toss)",
+           "    if abs(far[1] - far[0]) > 10:  # one is over 1000 times farther from unit scale",
+           "    if False:",
+           ("test_errors.py",)),
     Mutant("optimality.py", "local optimality by float order: a support token tied within rounding "
            "(one ulp below) is not a violation",
            "strictly_below = selected - gamma > tie_tolerances(prob)[:, None]",

@@ -145,7 +145,12 @@ def attention(X, p, *, W=None) -> np.ndarray:
     """Attention weights s_i = softmax(X_i W p), shape (..., n, T).
 
     Finite for every finite input, huge prompts included (the logits are rescaled by powers of two
-    where they would overflow).
+    where they would overflow). Accuracy: the weights are those of the computed logits, each
+    within its rounding, about d eps |k_it|^T |p|, of the exact one; once that rounding reaches
+    about 1 (logits near 2^52 and beyond) two tokens whose exact logits differ by less than it
+    (an exact tie included) can get any split of their weight, e.g. one-hot either way. The
+    answer is then the exact softmax of logits within rounding of the true ones, not of the
+    true ones (``nn.PromptAttention`` alike).
 
     Parameters
     ----------

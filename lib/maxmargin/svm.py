@@ -412,7 +412,10 @@ def _run(solve: Solver, program: Program, infeasible: Callable[[], Exception], n
     except RuntimeError as error:  # cvxpy/Clarabel failed
         raise RuntimeError(f"{name}: {error}") from None
     if solved is None:
-        raise infeasible()
+        error = infeasible()
+        if isinstance(error, RuntimeError):  # cvxpy says infeasible, the fast solver disagrees
+            raise RuntimeError(f"{name}: {str(error).split(': ', 1)[-1]}") from None
+        raise error
     return solved
 
 
@@ -1421,16 +1424,19 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
 
 
 def _w_blame(D: np.ndarray, Z: np.ndarray) -> str:
-    """The argument whose per-sequence scales spread more (the cause of an unresolvable
-    constraint): "queries" for per-sequence queries of more disparate sizes than the
-    sequences' differences, else "X"."""
-    if Z.ndim == 1:
-        return "X"
+    """The argument to name for a problem that float64 (or Clarabel) cannot resolve: the one
+    whose largest per-sequence scale is farther from 1, by over a factor 1000 (the differences
+    x_{i,alpha_i} - x_it for X, or the queries); else the one whose per-sequence scales spread
+    more by over a factor 2 (mixed scales); else "X"."""
+    Z = np.atleast_2d(Z)
     with np.errstate(divide="ignore"):
         tops = [np.log2(np.abs(A).reshape(len(A), -1).max(axis=1)) for A in (D, Z)]
-    spread = [float(np.ptp(top[np.isfinite(top)])) if np.isfinite(top).any() else 0.0
-              for top in tops]
-    return "queries" if spread[1] > spread[0] else "X"
+    tops = [top[np.isfinite(top)] for top in tops]
+    far = [float(np.abs(top).max()) if top.size else 0.0 for top in tops]
+    if abs(far[1] - far[0]) > 10:  # one is over 1000 times farther from unit scale
+        return "queries" if far[1] > far[0] else "X"
+    spread = [float(np.ptp(top)) if top.size else 0.0 for top in tops]
+    return "queries" if spread[1] > spread[0] + 1 else "X"
 
 
 class _Nuclear(NamedTuple):

@@ -97,6 +97,14 @@ CASES = [
     # (was cvxpy's raw SolverError, naming nothing: issue 22 review, F9)
     ("cvxpy on X at 1e100", lambda: mm.att_svm([[[1e100, 0.0], [0.0, 1e100]]], [0], solver="cvxpy"),
      RuntimeError, r"^X: cvxpy/Clarabel failed .* solver='fast'"),
+    # ... and the argument that was scaled (issue 22 re-review: uniform scales were blamed by
+    # the spread of the sequences' sizes, a coin toss, and a shared query never)
+    ("cvxpy, w_svm, X at 1e100", lambda: mm.w_svm(np.asarray(X) * 1e100, [0, 0, 0], queries=Q,
+                                                  solver="cvxpy"),
+     RuntimeError, r"^X: cvxpy/Clarabel"),
+    ("cvxpy, w_svm, shared query at 1e100", lambda: mm.w_svm(X, [0, 0, 0], queries=Q[0] * 1e100,
+                                                            solver="cvxpy"),
+     RuntimeError, r"^queries: cvxpy/Clarabel"),
     ("cvxpy on R at 1e100", lambda: mm.v_svm([[1e100, 0.0], [0.0, 1e100]], [1, -1], solver="cvxpy"),
      RuntimeError, r"^R: cvxpy/Clarabel failed"),
     ("nuclear W beyond float64", lambda: mm.w_svm(X * 1e200, [0, 0, 0], queries=Q * 1e200, norm="nuclear"),
