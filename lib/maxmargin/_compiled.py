@@ -175,13 +175,15 @@ class Settings(NamedTuple):
 
 
 class Records(NamedTuple):
-    """What :func:`descend` writes, for each recorded step r: path (R, M, B, d) iterates, margins,
-    on, off (R, M, B, n) (attention on the tracked token and on all others, summed); final
-    (M, B, n, T) attention at the last iterate; failed (M, B) the first step whose plain-GD
-    gradient overflowed (-1 if none)."""
+    """What :func:`descend` writes, for each recorded step r: path (R, M, B, d) iterates, risk
+    (R, M, B) (the mean loss over the sequences, as the loss's numpy ``value``), on, off
+    (R, M, B, n) (attention on the tracked token and on all others, summed); final (M, B, n, T)
+    attention at the last iterate; failed (M, B) the first step whose plain-GD gradient
+    overflowed (-1 if none). B is the number of real starts: the spare lanes of the last block
+    write nothing, so no record is larger than the result."""
 
     path: np.ndarray
-    margins: np.ndarray
+    risk: np.ndarray
     on: np.ndarray
     off: np.ndarray
     final: np.ndarray
@@ -189,8 +191,8 @@ class Records(NamedTuple):
 
 
 def empty_records(R: int, M: int, B: int, n: int, T: int, d: int) -> Records:
-    """Output buffers for R recorded steps of M instances x B starts (B a multiple of LANES)."""
-    return Records(np.empty((R, M, B, d)), np.empty((R, M, B, n)), np.empty((R, M, B, n)),
+    """Output buffers for R recorded steps of M instances x B starts."""
+    return Records(np.empty((R, M, B, d)), np.zeros((R, M, B)), np.empty((R, M, B, n)),
                    np.empty((R, M, B, n)), np.empty((M, B, n, T)),
                    np.full((M, B), -1, dtype=np.int64))
 
@@ -294,11 +296,29 @@ def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _record_sequence(out, r, m, b0, i, tr, a, T):
-    """Margin and attention on (and off) the tracked token ``tr`` of sequence i, at record r."""
+def _loss_value(loss, z):
+    """l(z) of the built-in loss with code ``loss``, as :mod:`.losses` computes it with numpy
+    (the logistic loss as np.logaddexp(0, -z))."""
+    if loss == LOGISTIC_CODE:
+        if z == 0.0:
+            return np.log(2.0)
+        if z > 0.0:
+            return np.log1p(np.exp(-z))
+        if z < 0.0:
+            return -z + np.log1p(np.exp(z))
+        return z                            # NaN
+    if loss == EXPONENTIAL_CODE:
+        return np.exp(-z)
+    return -z
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n):
+    """Sequence i's loss (added to the risk, / n) and attention on (and off) the tracked token
+    ``tr``, at record r, for the first ``lanes`` lanes of the block."""
     s = a.s
-    for l in range(LANES):
-        out.margins[r, m, b0 + l, i] = a.z[l]
+    for l in range(lanes):
+        out.risk[r, m, b0 + l] += _loss_value(loss, a.z[l]) / n
         out.on[r, m, b0 + l, i] = s[tr * LANES + l]
         rest = 0.0
         for t in range(T):
@@ -340,9 +360,9 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
                 for e in range(d):
                     g[e * LANES + l] = 0.0
                 norm[l] = -1.0
-            elif out.failed[m, b0 + l] < 0:  # 0 / 0, as the torch loop: refused
-                out.failed[m, b0 + l] = k
-        elif out.failed[m, b0 + l] < 0:
+            elif b0 + l < out.failed.shape[1] and out.failed[m, b0 + l] < 0:  # 0 / 0: refused
+                out.failed[m, b0 + l] = k       # (as the torch loop; spare lanes write nothing)
+        elif b0 + l < out.failed.shape[1] and out.failed[m, b0 + l] < 0:
             out.failed[m, b0 + l] = k
 
 
@@ -393,13 +413,16 @@ def _update(a, run, d):
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def descend(first, last_job, prob, P0, run, out):
     """Gradient descent (``run``: :class:`Settings`) on ``prob`` (:class:`Problem`) from the starts
-    P0 (M, B, d), B a multiple of LANES, for the blocks ``first`` to ``last_job - 1`` of LANES
-    starts (block j: instance j // (B / LANES)); writes ``out`` (:class:`Records`)."""
+    P0 (M, B', d), B' a multiple of LANES, for the blocks ``first`` to ``last_job - 1`` of LANES
+    starts (block j: instance j // (B' / LANES)); writes ``out`` (:class:`Records`) for the
+    first B starts of each instance (B = out.path.shape[2] <= B'; the others are spare lanes)."""
     M, n, T, d = prob.K.shape
     blocks = P0.shape[1] // LANES
+    B = out.path.shape[2]
     for job in range(first, last_job):
         m = job // blocks
         b0 = (job % blocks) * LANES
+        lanes = min(LANES, B - b0)
         Km, gm = prob.K[m], prob.gamma[m]
         a = _lanes(T, d)
         for e in range(d):
@@ -414,16 +437,16 @@ def descend(first, last_job, prob, P0, run, out):
             for i in range(n):
                 _attend(Km[i], gm[i], a.p, a.s, a.shifted, a.bits, a.top, a.ref, a.offset, a.z, T, d)
                 if held:
-                    _record_sequence(out, r, m, b0, i, prob.tracked[m, i], a, T)
+                    _record_sequence(out, r, m, b0, lanes, i, prob.tracked[m, i], a, T, run.loss, n)
                 if last:
-                    for l in range(LANES):
+                    for l in range(lanes):
                         for t in range(T):
                             out.final[m, b0 + l, i, t] = a.s[t * LANES + l]
                     continue
                 _slopes(run.loss, a.z, a.w, n, a.shifted, a.bits)
                 _add_gradient(Km[i], gm[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d)
             if held:
-                for l in range(LANES):
+                for l in range(lanes):
                     for e in range(d):
                         out.path[r, m, b0 + l, e] = a.p[e * LANES + l]
                 r += 1
