@@ -70,21 +70,30 @@ except ImportError:  # pragma: no cover - OpenBLAS then keeps its own setting
 
 
 def set_threads(k: int) -> str:
-    """The same thread count for torch, OpenBLAS/MKL (threadpoolctl) and numba; a description."""
-    torch.set_num_threads(k)
-    said = [f"torch {torch.get_num_threads()}"]
-    if threadpool_limits is not None:
-        threadpool_limits(limits=k)
-        said.append(f"BLAS {k}")
-    else:
-        said.append("BLAS unset (no threadpoolctl)")
+    """The same thread count for numba, torch and OpenBLAS/MKL (threadpoolctl); a description
+    read back after all three are set. numba first: launching its threading layer (OpenMP)
+    resets the OpenMP threads that torch reads (torch ran on 2 threads after
+    torch.set_num_threads(1) followed by numba.set_num_threads(1))."""
+    said = []
     try:
         import numba
 
         numba.set_num_threads(min(k, numba.config.NUMBA_NUM_THREADS))
-        said.append(f"numba {numba.get_num_threads()}")
     except ImportError:
-        pass
+        numba = None
+    torch.set_num_threads(k)
+    if threadpool_limits is not None:
+        threadpool_limits(limits=k)
+    said.append(f"torch {torch.get_num_threads()}")
+    if threadpool_limits is not None:
+        from threadpoolctl import threadpool_info
+
+        said.append("BLAS/OpenMP " + "/".join(str(i["num_threads"]) for i in threadpool_info()))
+    else:
+        said.append("BLAS unset (no threadpoolctl)")
+    if numba is not None:
+        said.append(f"numba {numba.get_num_threads()}")
+    assert torch.get_num_threads() == k, said
     return ", ".join(said)
 
 

@@ -268,8 +268,7 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                 penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(B, 1, 1)
                 grad_K = grad_K + penalty * K
                 grad_Q = grad_Q + penalty * Q
-            if not (bool(torch.isfinite(grad_K).all()) and bool(torch.isfinite(grad_Q).all())):
-                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
+            # a gradient that is not finite makes its factor not finite: one check below
             K = K - lr * _factor_step(grad_K, normalized, eps, scale)
             Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
             if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
