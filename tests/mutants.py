@@ -92,8 +92,8 @@ MUTANTS = [
            "kept = np.arange(1, steps + 1, record_every)",
            ("test_train.py",)),
     Mutant("_compiled.py", "compiled kernel's softmax not shifted by the largest logit",
-           "            s[t * LANES + l] -= best\n",
-           "            s[t * LANES + l] -= 0.0 * best\n",
+           "            s[t * L + l] -= best\n",
+           "            s[t * L + l] -= 0.0 * best\n",
            ("test_train.py",)),
     Mutant("_compiled.py", "compiled kernel's exp: a wrong Taylor coefficient (1/121 for 1/120)",
            "poly = poly * r + 1.0 / 120.0",
@@ -392,7 +392,7 @@ MUTANTS = [
            "            w[l] = -z[l]\n",
            ("test_train.py",)),
     Mutant("_compiled.py", "compiled record: tracked attention read at lane offset tr + l, not tr * LANES + l",
-           "out.on[r, m, b0 + l, i] = s[tr * LANES + l]",
+           "out.on[r, m, b0 + l, i] = s[tr * L + l]",
            "out.on[r, m, b0 + l, i] = s[tr + l]",
            ("test_train.py",)),
     Mutant("_compiled.py", "compiled gradient: deviation gamma_t - ref + offset (sign of the centring)",
@@ -668,6 +668,10 @@ MUTANTS = [
            "len(P), n * T * d, d + 2 * n + 1, n * T)",
            "len(P), n * T * d, d + n + 1, n * T)",
            ("test_bad_inputs.py", "test_memory.py")),
+    Mutant("_compiled.py", "compiled 16-lane blocks: lane 15 accumulates lane 14's prompt",
+           "        b7 += k * x[q + 15]\n",
+           "        b7 += k * x[q + 14]\n",
+           ("test_train.py",)),
 ]
 
 
