@@ -5,8 +5,10 @@ engine (numba compiles it on first use, about 10 s, and caches the machine code 
 The mathematics is that of :func:`maxmargin.train._descend_torch`, the pure-torch fallback that a
 test compares against to 1e-12 relative:
 
-* runs are processed in blocks of ``LANES`` starts of one instance, the block's prompts held as a
-  (d, LANES) array, so every inner loop runs over the lanes and compiles to SIMD instructions;
+* runs are processed in blocks of L starts of one instance, L = ``LANES`` (8) or, for B >= 16,
+  ``WIDE`` (16: 1.2-1.4x faster per start, measured, but 0.6x for B <= 8, whose spare lanes
+  it would compute for nothing), the block's prompts held as a (d, L) array, so every inner
+  loop runs over the lanes and compiles to SIMD instructions;
 * per sequence, one pass computes the logits, the softmax (shifted by the largest logit), the
   margin relative to the most-attended token (as :func:`maxmargin._kernels.margins`), the loss
   derivative, and adds the sequence's contribution to the gradient;
@@ -26,6 +28,7 @@ import numpy as np
 from numba import njit
 
 LANES = 8  # starts per block (two AVX2 vectors of float64); _add_lane_sums spells 8 out
+WIDE = 16  # starts per block of descend_wide, for B >= 16 (_add_lane_sums16 spells 16 out)
 LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = 0, 1, 2  # train._COMPILED_LOSSES, in order
 
 _LOG2E = 1.4426950408889634
@@ -113,6 +116,56 @@ def _add_contraction(Ki, c, g, T, d):
         _add_lane_sums(Ki[:, e], c, g, e * 8, False)
 
 
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _add_lane_sums16(w, x, out, o, fresh):
+    """:func:`_add_lane_sums` for 16 lanes (four AVX2 vectors)."""
+    if fresh:
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = 0.0
+    else:
+        a0, a1, a2, a3 = out[o], out[o + 1], out[o + 2], out[o + 3]
+        a4, a5, a6, a7 = out[o + 4], out[o + 5], out[o + 6], out[o + 7]
+        b0, b1, b2, b3 = out[o + 8], out[o + 9], out[o + 10], out[o + 11]
+        b4, b5, b6, b7 = out[o + 12], out[o + 13], out[o + 14], out[o + 15]
+    for j in range(w.shape[0]):
+        k = w[j]
+        q = j * 16
+        a0 += k * x[q]
+        a1 += k * x[q + 1]
+        a2 += k * x[q + 2]
+        a3 += k * x[q + 3]
+        a4 += k * x[q + 4]
+        a5 += k * x[q + 5]
+        a6 += k * x[q + 6]
+        a7 += k * x[q + 7]
+        b0 += k * x[q + 8]
+        b1 += k * x[q + 9]
+        b2 += k * x[q + 10]
+        b3 += k * x[q + 11]
+        b4 += k * x[q + 12]
+        b5 += k * x[q + 13]
+        b6 += k * x[q + 14]
+        b7 += k * x[q + 15]
+    out[o], out[o + 1], out[o + 2], out[o + 3] = a0, a1, a2, a3
+    out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a4, a5, a6, a7
+    out[o + 8], out[o + 9], out[o + 10], out[o + 11] = b0, b1, b2, b3
+    out[o + 12], out[o + 13], out[o + 14], out[o + 15] = b4, b5, b6, b7
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def _logits16(Ki, p, s, T, d):
+    """:func:`_logits` for 16 lanes."""
+    for t in range(T):
+        _add_lane_sums16(Ki[t], p, s, t * 16, True)
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def _add_contraction16(Ki, c, g, T, d):
+    """:func:`_add_contraction` for 16 lanes."""
+    for e in range(d):
+        _add_lane_sums16(Ki[:, e], c, g, e * 16, False)
+
+
 @njit(cache=True, fastmath=_FASTMATH)
 def _rescaled_gradient(K, gamma, p, n, T, d):
     """The exponential loss's risk gradient at one prompt ``p`` (d,) divided by exp(c), and c.
@@ -175,13 +228,15 @@ class Settings(NamedTuple):
 
 
 class Records(NamedTuple):
-    """What :func:`descend` writes, for each recorded step r: path (R, M, B, d) iterates, margins,
-    on, off (R, M, B, n) (attention on the tracked token and on all others, summed); final
-    (M, B, n, T) attention at the last iterate; failed (M, B) the first step whose plain-GD
-    gradient overflowed (-1 if none)."""
+    """What :func:`descend` writes, for each recorded step r: path (R, M, B, d) iterates, risk
+    (R, M, B) (the mean loss over the sequences, as the loss's numpy ``value``), on, off
+    (R, M, B, n) (attention on the tracked token and on all others, summed); final (M, B, n, T)
+    attention at the last iterate; failed (M, B) the first step whose plain-GD gradient
+    overflowed (-1 if none). B is the number of real starts: the spare lanes of the last block
+    write nothing, so no record is larger than the result."""
 
     path: np.ndarray
-    margins: np.ndarray
+    risk: np.ndarray
     on: np.ndarray
     off: np.ndarray
     final: np.ndarray
@@ -189,70 +244,73 @@ class Records(NamedTuple):
 
 
 def empty_records(R: int, M: int, B: int, n: int, T: int, d: int) -> Records:
-    """Output buffers for R recorded steps of M instances x B starts (B a multiple of LANES)."""
-    return Records(np.empty((R, M, B, d)), np.empty((R, M, B, n)), np.empty((R, M, B, n)),
+    """Output buffers for R recorded steps of M instances x B starts."""
+    return Records(np.empty((R, M, B, d)), np.zeros((R, M, B)), np.empty((R, M, B, n)),
                    np.empty((R, M, B, n)), np.empty((M, B, n, T)),
                    np.full((M, B), -1, dtype=np.int64))
 
 
 class _Lanes(NamedTuple):
-    """Scratch of one block of LANES starts; lane l of coordinate e at e * LANES + l.
+    """Scratch of one block of L starts; lane l of coordinate e at e * L + l.
 
     The kernels called once per sequence (:func:`_attend`, :func:`_slopes`, :func:`_add_gradient`)
     take its arrays one by one: read through the tuple inside their loops, the step took 9% longer
     (measured against the single-function kernel, same process, same inputs).
     """
 
-    p: np.ndarray        # (d * LANES,) iterates
-    g: np.ndarray        # (d * LANES,) gradient
-    s: np.ndarray        # (T * LANES,) attention of the current sequence
-    c: np.ndarray        # (T * LANES,) its contribution to the gradient, per token
-    shifted: np.ndarray  # (T * LANES,) scratch of _exp_lanes
-    bits: np.ndarray     # (T * LANES,) scratch of _exp_lanes
-    top: np.ndarray      # (LANES,) int64 most-attended token
-    ref: np.ndarray      # (LANES,) its score
-    offset: np.ndarray   # (LANES,) sum_t s_t (gamma_t - ref)
-    z: np.ndarray        # (LANES,) margin ref + offset
-    w: np.ndarray        # (LANES,) l'(z) / n
-    norm: np.ndarray     # (LANES,) |g|^2, then |g| + eps (or a mark: see _guard_overflow)
+    p: np.ndarray        # (d * L,) iterates
+    g: np.ndarray        # (d * L,) gradient
+    s: np.ndarray        # (T * L,) attention of the current sequence
+    c: np.ndarray        # (T * L,) its contribution to the gradient, per token
+    shifted: np.ndarray  # (T * L,) scratch of _exp_lanes
+    bits: np.ndarray     # (T * L,) scratch of _exp_lanes
+    top: np.ndarray      # (L,) int64 most-attended token
+    ref: np.ndarray      # (L,) its score
+    offset: np.ndarray   # (L,) sum_t s_t (gamma_t - ref)
+    z: np.ndarray        # (L,) margin ref + offset
+    w: np.ndarray        # (L,) l'(z) / n
+    norm: np.ndarray     # (L,) |g|^2, then |g| + eps (or a mark: see _guard_overflow)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _lanes(T, d):
-    """Fresh scratch of one block (see :class:`_Lanes`)."""
-    return _Lanes(np.empty(d * LANES), np.empty(d * LANES), np.empty(T * LANES),
-                  np.empty(T * LANES), np.empty(T * LANES), np.empty(T * LANES),
-                  np.empty(LANES, dtype=np.int64), np.empty(LANES), np.empty(LANES),
-                  np.empty(LANES), np.empty(LANES), np.empty(LANES))
+def _lanes(T, d, L):
+    """Fresh scratch of one block of L lanes (see :class:`_Lanes`)."""
+    return _Lanes(np.empty(d * L), np.empty(d * L), np.empty(T * L),
+                  np.empty(T * L), np.empty(T * L), np.empty(T * L),
+                  np.empty(L, dtype=np.int64), np.empty(L), np.empty(L),
+                  np.empty(L), np.empty(L), np.empty(L))
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _attend(Ki, gi, p, s, shifted, bits, top, ref, offset, z, T, d):
-    """Attention s (T * LANES,) of one sequence (keys Ki (T, d), scores gi (T,)) at the lanes'
-    prompts p (d * LANES,), lane l of coordinate e at e * LANES + l; per lane (LANES,): the
+def _attend(Ki, gi, p, s, shifted, bits, top, ref, offset, z, T, d, L):
+    """Attention s (T * L,) of one sequence (keys Ki (T, d), scores gi (T,)) at the lanes'
+    prompts p (d * L,), lane l of coordinate e at e * L + l; per lane (L,): the
     most-attended token top, its score ref, offset = sum_t s_t (gamma_t - ref) and the margin
     z = ref + offset (as :func:`maxmargin._kernels.margins`). ``shifted``, ``bits``: scratch."""
-    _logits(Ki, p, s, T, d)
-    for l in range(LANES):              # shift by the largest logit
+    if L == WIDE:                       # (L is a constant of each build: one branch is kept)
+        _logits16(Ki, p, s, T, d)
+    else:
+        _logits(Ki, p, s, T, d)
+    for l in range(L):              # shift by the largest logit
         best = s[l]
         at = 0
         for t in range(1, T):
-            if s[t * LANES + l] > best:
-                best = s[t * LANES + l]
+            if s[t * L + l] > best:
+                best = s[t * L + l]
                 at = t
         top[l] = at
         for t in range(T):
-            s[t * LANES + l] -= best
-    _exp_lanes(s, T * LANES, shifted, bits)
-    for l in range(LANES):              # normalize; margin relative to the top token
+            s[t * L + l] -= best
+    _exp_lanes(s, T * L, shifted, bits)
+    for l in range(L):              # normalize; margin relative to the top token
         total = 0.0
         for t in range(T):
-            total += s[t * LANES + l]
+            total += s[t * L + l]
         base = gi[top[l]]
         shift = 0.0
         inverse = 1.0 / total
         for t in range(T):
-            q = t * LANES + l
+            q = t * L + l
             s[q] *= inverse
             shift += s[q] * (gi[t] - base)
         ref[l] = base
@@ -261,111 +319,132 @@ def _attend(Ki, gi, p, s, shifted, bits, top, ref, offset, z, T, d):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _slopes(loss, z, w, n, shifted, bits):
-    """w = l'(z) / n, (LANES,), for the loss with code ``loss`` (the formulas of :mod:`.losses`);
+def _slopes(loss, z, w, n, shifted, bits, L):
+    """w = l'(z) / n, (L,), for the loss with code ``loss`` (the formulas of :mod:`.losses`);
     ``shifted`` and ``bits`` are scratch for :func:`_exp_lanes`."""
     if loss == LOGISTIC_CODE:           # -1 / (1 + exp(z))
-        for l in range(LANES):
+        for l in range(L):
             w[l] = z[l]
-        _exp_lanes(w, LANES, shifted, bits)
-        for l in range(LANES):
+        _exp_lanes(w, L, shifted, bits)
+        for l in range(L):
             w[l] = -1.0 / (1.0 + w[l]) / n
     elif loss == EXPONENTIAL_CODE:      # -exp(-z)
-        for l in range(LANES):
+        for l in range(L):
             w[l] = -z[l]
-        _exp_lanes(w, LANES, shifted, bits)
-        for l in range(LANES):
+        _exp_lanes(w, L, shifted, bits)
+        for l in range(L):
             w[l] = -w[l] / n
     else:                               # -1
-        for l in range(LANES):
+        for l in range(L):
             w[l] = -1.0 / n
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d):
+def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
     """g += the sequence's gradient sum_t s_t (gamma_t - ref - offset) w k_t (lanes as in
-    :func:`_attend`; ``c`` (T * LANES,) is scratch)."""
-    for l in range(LANES):
+    :func:`_attend`; ``c`` (T * L,) is scratch)."""
+    for l in range(L):
         base, shift, weight = ref[l], offset[l], w[l]
         for t in range(T):
-            q = t * LANES + l
+            q = t * L + l
             c[q] = (s[q] * ((gi[t] - base) - shift)) * weight
-    _add_contraction(Ki, c, g, T, d)
+    if L == WIDE:
+        _add_contraction16(Ki, c, g, T, d)
+    else:
+        _add_contraction(Ki, c, g, T, d)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _record_sequence(out, r, m, b0, i, tr, a, T):
-    """Margin and attention on (and off) the tracked token ``tr`` of sequence i, at record r."""
+def _loss_value(loss, z):
+    """l(z) of the built-in loss with code ``loss``, as :mod:`.losses` computes it with numpy
+    (the logistic loss as np.logaddexp(0, -z))."""
+    if loss == LOGISTIC_CODE:
+        if z == 0.0:
+            return np.log(2.0)
+        if z > 0.0:
+            return np.log1p(np.exp(-z))
+        if z < 0.0:
+            return -z + np.log1p(np.exp(z))
+        return z                            # NaN
+    if loss == EXPONENTIAL_CODE:
+        return np.exp(-z)
+    return -z
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n, L):
+    """Sequence i's loss (added to the risk, / n) and attention on (and off) the tracked token
+    ``tr``, at record r, for the first ``lanes`` lanes of the block."""
     s = a.s
-    for l in range(LANES):
-        out.margins[r, m, b0 + l, i] = a.z[l]
-        out.on[r, m, b0 + l, i] = s[tr * LANES + l]
+    for l in range(lanes):
+        out.risk[r, m, b0 + l] += _loss_value(loss, a.z[l]) / n
+        out.on[r, m, b0 + l, i] = s[tr * L + l]
         rest = 0.0
         for t in range(T):
             if t != tr:
-                rest += s[t * LANES + l]
+                rest += s[t * L + l]
         out.off[r, m, b0 + l, i] = rest
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d):
+def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
     """a.norm = |g|^2 per lane. A lane whose |g|^2 overflows while g is finite is marked -2
     (:func:`_update` divides it by its largest entry); one whose g overflows gets the
     exponential loss's rescaled direction under normalized GD (marked -1), else its failure
     step in out.failed."""
     g, norm = a.g, a.norm
-    for l in range(LANES):
+    for l in range(L):
         norm[l] = 0.0
     for e in range(d):
-        for l in range(LANES):
-            norm[l] += g[e * LANES + l] * g[e * LANES + l]
-    for l in range(LANES):
+        for l in range(L):
+            norm[l] += g[e * L + l] * g[e * L + l]
+    for l in range(L):
         if np.isfinite(norm[l]):
             continue
         finite = True
         for e in range(d):
-            finite = finite and np.isfinite(g[e * LANES + l])
+            finite = finite and np.isfinite(g[e * L + l])
         if finite:                          # only the squares overflow
             norm[l] = -2.0
         elif run.normalized and run.loss == EXPONENTIAL_CODE:   # the direction is finite: rescale
-            gl, cl = _rescaled_gradient(Km, gm, a.p[l::LANES].copy(), n, T, d)
+            gl, cl = _rescaled_gradient(Km, gm, a.p[l::L].copy(), n, T, d)
             top = np.max(np.abs(gl))        # gl / top: its squares neither over- nor underflow
             small = run.eps * np.exp(-cl)
             if top > 0:
                 size = np.sqrt(np.sum((gl / top) ** 2)) + small / top
                 for e in range(d):
-                    g[e * LANES + l] = (gl[e] / top) / size
+                    g[e * L + l] = (gl[e] / top) / size
                 norm[l] = -1.0              # marks a lane already normalized
             elif small > 0:                 # a zero gradient: no step
                 for e in range(d):
-                    g[e * LANES + l] = 0.0
+                    g[e * L + l] = 0.0
                 norm[l] = -1.0
-            elif out.failed[m, b0 + l] < 0:  # 0 / 0, as the torch loop: refused
-                out.failed[m, b0 + l] = k
-        elif out.failed[m, b0 + l] < 0:
+            elif b0 + l < out.failed.shape[1] and out.failed[m, b0 + l] < 0:  # 0 / 0: refused
+                out.failed[m, b0 + l] = k       # (as the torch loop; spare lanes write nothing)
+        elif b0 + l < out.failed.shape[1] and out.failed[m, b0 + l] < 0:
             out.failed[m, b0 + l] = k
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _update(a, run, d):
+def _update(a, run, d, L):
     """p -= lr g, or lr g / (|g| + eps) under normalized GD: where g^2 underflows |g| is taken
     as c |g / c| with c the largest entry, where it overflows (marked -2) the step as
     lr (g / c) / (|g / c| + eps / c)."""
     p, g, norm = a.p, a.g, a.norm
     if not run.normalized:
         for e in range(d):
-            for l in range(LANES):
-                p[e * LANES + l] -= run.lr * g[e * LANES + l]
+            for l in range(L):
+                p[e * L + l] -= run.lr * g[e * L + l]
         return
-    for l in range(LANES):
+    for l in range(L):
         if norm[l] == -2.0:                 # |g|^2 overflows: divide g by its largest entry
             scale = 0.0
             for e in range(d):
-                scale = max(scale, abs(g[e * LANES + l]))
+                scale = max(scale, abs(g[e * L + l]))
             acc = 0.0
             for e in range(d):
-                g[e * LANES + l] /= scale
-                acc += g[e * LANES + l] ** 2
+                g[e * L + l] /= scale
+                acc += g[e * L + l] ** 2
             norm[l] = np.sqrt(acc) + run.eps / scale
             continue
         if norm[l] < 0.0:                   # the lane's g is already its direction
@@ -374,11 +453,11 @@ def _update(a, run, d):
         if norm[l] < 1e-280:                # (1e-140)^2: rescale, squares underflow
             scale = 0.0
             for e in range(d):
-                scale = max(scale, abs(g[e * LANES + l]))
+                scale = max(scale, abs(g[e * L + l]))
             if scale > 0.0:
                 acc = 0.0
                 for e in range(d):
-                    acc += (g[e * LANES + l] / scale) ** 2
+                    acc += (g[e * L + l] / scale) ** 2
                 norm[l] = scale * np.sqrt(acc)
             else:
                 norm[l] = 0.0
@@ -386,58 +465,75 @@ def _update(a, run, d):
             norm[l] = np.sqrt(norm[l])
         norm[l] += run.eps
     for e in range(d):
-        for l in range(LANES):
-            p[e * LANES + l] -= run.lr * g[e * LANES + l] / norm[l]
+        for l in range(L):
+            p[e * L + l] -= run.lr * g[e * L + l] / norm[l]
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
-def descend(first, last_job, prob, P0, run, out):
-    """Gradient descent (``run``: :class:`Settings`) on ``prob`` (:class:`Problem`) from the starts
-    P0 (M, B, d), B a multiple of LANES, for the blocks ``first`` to ``last_job - 1`` of LANES
-    starts (block j: instance j // (B / LANES)); writes ``out`` (:class:`Records`)."""
-    M, n, T, d = prob.K.shape
-    blocks = P0.shape[1] // LANES
-    for job in range(first, last_job):
-        m = job // blocks
-        b0 = (job % blocks) * LANES
-        Km, gm = prob.K[m], prob.gamma[m]
-        a = _lanes(T, d)
-        for e in range(d):
-            for l in range(LANES):
-                a.p[e * LANES + l] = P0[m, b0 + l, e]
-        r = 0
-        for k in range(run.steps + 1):
-            held = run.record[r] == k
-            last = k == run.steps
-            for e in range(d * LANES):
-                a.g[e] = 0.0
-            for i in range(n):
-                _attend(Km[i], gm[i], a.p, a.s, a.shifted, a.bits, a.top, a.ref, a.offset, a.z, T, d)
+def _build(L: int):
+    """:func:`descend` for blocks of L starts (LANES or WIDE): L is a constant of the build (a
+    closure over an int, which numba caches), and every helper is inlined into it, so that the
+    loops over the lanes see a constant trip count, as with a module constant."""
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def descend(first, last_job, prob, P0, run, out):
+        """Gradient descent (``run``: :class:`Settings`) on ``prob`` (:class:`Problem`) from the starts
+        P0 (M, B', d), B' a multiple of L, for the blocks ``first`` to ``last_job - 1`` of L
+        starts (block j: instance j // (B' / L)); writes ``out`` (:class:`Records`) for the
+        first B starts of each instance (B = out.path.shape[2] <= B'; the others are spare lanes)."""
+        M, n, T, d = prob.K.shape
+        blocks = P0.shape[1] // L
+        B = out.path.shape[2]
+        for job in range(first, last_job):
+            m = job // blocks
+            b0 = (job % blocks) * L
+            lanes = min(L, B - b0)
+            Km, gm = prob.K[m], prob.gamma[m]
+            a = _lanes(T, d, L)
+            for e in range(d):
+                for l in range(L):
+                    a.p[e * L + l] = P0[m, b0 + l, e]
+            r = 0
+            for k in range(run.steps + 1):
+                held = run.record[r] == k
+                last = k == run.steps
+                for e in range(d * L):
+                    a.g[e] = 0.0
+                for i in range(n):
+                    _attend(Km[i], gm[i], a.p, a.s, a.shifted, a.bits, a.top, a.ref, a.offset, a.z, T, d,
+                            L)
+                    if held:
+                        _record_sequence(out, r, m, b0, lanes, i, prob.tracked[m, i], a, T, run.loss, n,
+                                         L)
+                    if last:
+                        for l in range(lanes):
+                            for t in range(T):
+                                out.final[m, b0 + l, i, t] = a.s[t * L + l]
+                        continue
+                    _slopes(run.loss, a.z, a.w, n, a.shifted, a.bits, L)
+                    _add_gradient(Km[i], gm[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d, L)
                 if held:
-                    _record_sequence(out, r, m, b0, i, prob.tracked[m, i], a, T)
+                    for l in range(lanes):
+                        for e in range(d):
+                            out.path[r, m, b0 + l, e] = a.p[e * L + l]
+                    r += 1
                 if last:
-                    for l in range(LANES):
-                        for t in range(T):
-                            out.final[m, b0 + l, i, t] = a.s[t * LANES + l]
-                    continue
-                _slopes(run.loss, a.z, a.w, n, a.shifted, a.bits)
-                _add_gradient(Km[i], gm[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d)
-            if held:
-                for l in range(LANES):
-                    for e in range(d):
-                        out.path[r, m, b0 + l, e] = a.p[e * LANES + l]
-                r += 1
-            if last:
-                break
-            _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d)
-            _update(a, run, d)
+                    break
+                _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L)
+                _update(a, run, d, L)
+
+    return descend
+
+
+descend = _build(LANES)
+descend_wide = _build(WIDE)
 
 
 _READY = []
 
 
 def ready() -> None:
-    """Compile :func:`descend` (or load it from numba's cache) once per process, in the calling
+    """Compile :func:`descend` and ``descend_wide`` (or load them from numba's cache) once per
+    process, in the calling
     thread, with LLVM's SLP vectorizer on: numba leaves it off by default, and without it the
     spelled-out lanes of :func:`_logits` and :func:`_add_contraction` stay scalar (3x slower).
     """
@@ -451,10 +547,11 @@ def ready() -> None:
     try:
         M, n, T, d = 1, 1, 2, 1
         record = np.array([0, 1])
-        descend(0, 1, Problem(np.zeros((M, n, T, d)), np.zeros((M, n, T)),
-                              np.zeros((M, n), dtype=np.int64)),
-                np.zeros((M, LANES, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),
-                empty_records(len(record), M, LANES, n, T, d))
+        for kernel, lanes in ((descend, LANES), (descend_wide, WIDE)):
+            kernel(0, 1, Problem(np.zeros((M, n, T, d)), np.zeros((M, n, T)),
+                                 np.zeros((M, n), dtype=np.int64)),
+                   np.zeros((M, lanes, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),
+                   empty_records(len(record), M, lanes, n, T, d))
     finally:
         if before is None:
             del config.SLP_VECTORIZE

@@ -35,7 +35,7 @@ def scores(X: np.ndarray, Y: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def self_attention_logits(X: np.ndarray, W: np.ndarray, Z: np.ndarray) -> np.ndarray:
     """Logits x_it^T W z_i for W (..., d, d) and queries Z (n, d), shape (..., n, T)."""
-    return np.einsum("ntd,...de,ne->...nt", X, W, Z)
+    return np.einsum("ntd,...de,ne->...nt", X, W, Z, optimize=True)
 
 
 def span_basis(rows: np.ndarray) -> np.ndarray:

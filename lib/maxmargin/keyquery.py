@@ -18,7 +18,8 @@ import torch
 from . import _checks, _kernels
 from .losses import Loss
 from .problem import problem
-from .train import _affordable_descent, _largest, _overflow, _record_count, _record_steps, _settings, _step_direction
+from .train import (_affordable_descent, _largest, _overflow, _queries_shared, _record_count,
+                    _record_steps, _risk_of, _settings, _step_direction)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -190,9 +191,10 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     reg = _checks.real(reg, "reg", minimum=0.0)
     B, _, m = K.shape
     _affordable_descent(steps, _record_count(steps, record_every), B,
-                        n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + n + 1, n * T)
+                        n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + 1, 0)
     record = _record_steps(steps, record_every)
-    return _descend_KQ(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, record)
+    return _descend_KQ(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, record,
+                       _queries_shared(queries, Z))
 
 
 def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale) -> torch.Tensor:
@@ -210,16 +212,20 @@ def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale) -> tor
 
 
 def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
-                record) -> KQTrajectory:
+                record, shared: bool = False) -> KQTrajectory:
     """The torch loop of :func:`gd_KQ` on validated inputs: X (n, T, d), scores gamma (n, T),
-    queries Z (n, d), starts K0, Q0 (B, d, m), recorded steps ``record`` (R,)."""
+    queries Z (n, d), starts K0, Q0 (B, d, m), recorded steps ``record`` (R,); ``shared``: every
+    row of Z is the same query p (then contracted once: q = Q^T p, u = K q, logits X u)."""
     n, T, d = X.shape
     B, _, m = K0.shape
     R = len(record)
     Ks, Qs = np.empty((R, B, d, m)), np.empty((R, B, d, m))
-    margins = np.empty((R, n, B))
+    risks = np.empty((R, B))
     G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
     ZtT = Zt.T.contiguous()                                   # (d, n)
+    X2 = Xt.view(n * T, d)
+    X2T = X2.T.contiguous()                                   # (d, n T)
+    p = Zt[0]                                                 # the query, when shared
     K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (B, d, m)
     # The causes :func:`~maxmargin.train._overflow` names: the start (K0, Q0), or the bound
     # 2 max|gamma| max|x| max|z| of the gradient in W, through which the factors' gradients go.
@@ -229,14 +235,19 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
     r = 0
     with _kernels.threads_for(n * T * B):
         for k in range(steps + 1):
-            C = Q.transpose(1, 2) @ ZtT                      # (B, m, n): Q^T z_i
-            U = K @ C                                         # (B, d, n): u_i = K Q^T z_i
-            logits = torch.einsum("ntd,bdn->ntb", Xt, U)      # x_it^T K Q^T z_i, (n, T, B)
+            if shared:
+                q = p @ Q                                     # (B, m): Q^T p
+                u = (K @ q[:, :, None])[:, :, 0]              # (B, d): K Q^T p
+                logits = (X2 @ u.T).view(n, T, B)             # x_it^T K Q^T p
+            else:
+                C = Q.transpose(1, 2) @ ZtT                  # (B, m, n): Q^T z_i
+                U = K @ C                                     # (B, d, n): u_i = K Q^T z_i
+                logits = torch.einsum("ntd,bdn->ntb", Xt, U)  # x_it^T K Q^T z_i, (n, T, B)
             shift, top = torch.max(logits, dim=1, keepdim=True)
             s = _kernels.softmax_tokens_(logits, shift)
             margin, deviation = _kernels.margins(s, G, top)
             if record[r] == k:
-                Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
+                Ks[r], Qs[r], risks[r] = K.numpy(), Q.numpy(), _risk_of(margin, loss)
                 r += 1
             if k == steps:
                 break
@@ -245,20 +256,22 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                 raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights[:, None, :]
-            A = torch.einsum("ntb,ntd->bdn", dlogits, Xt)     # G = A Z, (B, d, n)
-            grad_K = A @ C.transpose(1, 2)                    # G Q = A (Z Q), (B, d, m)
-            grad_Q = ZtT @ (A.transpose(1, 2) @ K)           # G^T K = Z^T (A^T K), (B, d, m)
+            if shared:                                        # G = a p^T
+                a = (X2T @ dlogits.view(n * T, B)).T          # (B, d)
+                grad_K = a[:, :, None] * q[:, None, :]        # G Q = a (Q^T p)^T
+                grad_Q = p[:, None] * (a[:, None, :] @ K)     # G^T K = p (K^T a)^T
+            else:
+                A = torch.einsum("ntb,ntd->bdn", dlogits, Xt)  # G = A Z, (B, d, n)
+                grad_K = A @ C.transpose(1, 2)                # G Q = A (Z Q), (B, d, m)
+                grad_Q = ZtT @ (A.transpose(1, 2) @ K)       # G^T K = Z^T (A^T K), (B, d, m)
             if reg > 0:  # scaled as the loss's part when its weights were rescaled (scale < 1)
                 penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(B, 1, 1)
                 grad_K = grad_K + penalty * K
                 grad_Q = grad_Q + penalty * Q
-            if not (bool(torch.isfinite(grad_K).all()) and bool(torch.isfinite(grad_Q).all())):
-                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
+            # a gradient that is not finite makes its factor not finite: one check below
             K = K - lr * _factor_step(grad_K, normalized, eps, scale)
             Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
             if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
                 raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
-    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
-        risks = np.mean(loss.value(margins), axis=1)
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
                         _readonly(record))

@@ -198,7 +198,7 @@ def _gd(prob: Problem, P: np.ndarray, steps: int, lr: float, loss: Loss, normali
     n, T, d = prob.shape
     gamma, K = prob.scores, prob.keys
     _affordable_descent(steps, _record_count(steps, record_every),
-                        len(P), n * T * d, d + 3 * n + 1, n * T)
+                        len(P), n * T * d, d + 2 * n + 1, n * T)
     record = _record_steps(steps, record_every)
     tracked = np.argmax(gamma, axis=1) if tracked is None else tracked
     run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None],
@@ -340,7 +340,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
     if P.shape[1] < 1:
         raise ValueError(f"p0: needs at least one start (B >= 1), got shape {P.shape}")
     _affordable_descent(steps, _record_count(steps, record_every),
-                        M * P.shape[1], n * T * d, d + 3 * n + 1, n * T)
+                        M * P.shape[1], n * T * d, d + 2 * n + 1, n * T)
     record = _record_steps(steps, record_every)
     if track is None:
         tracked = np.argmax(gamma, axis=-1)
@@ -452,35 +452,37 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     _compiled.ready()
     M, n, T, d = K.shape
     B = P.shape[1]
-    lanes = _compiled.LANES
+    # 16 lanes per block are 1.2-1.4x faster per start than 8 when every lane is used, and 0.6x
+    # for B <= 8 (measured side by side, kernel alone: (100, 10, 10, 64), (1000, 20, 32, 16),
+    # (8, 4, 4, 1024); (20, 5, 8, 1), (20, 5, 8, 8))
+    wide = B >= _compiled.WIDE
+    kernel, lanes = ((_compiled.descend_wide, _compiled.WIDE) if wide
+                     else (_compiled.descend, _compiled.LANES))
     padded = -(-B // lanes) * lanes
     P0 = np.empty((M, padded, d))
     P0[:, :B] = P
     P0[:, B:] = P[:, -1:]   # spare lanes repeat the last start; their results are dropped
-    out = _compiled.empty_records(len(record), M, padded, n, T, d)
+    out = _compiled.empty_records(len(record), M, B, n, T, d)  # the real starts only
     prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
                              np.ascontiguousarray(tracked, dtype=np.int64))
     run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
     jobs = M * padded // lanes
     threads = max(1, min(torch.get_num_threads(), jobs))
     if threads == 1:
-        _compiled.descend(0, jobs, prob, P0, run, out)
+        kernel(0, jobs, prob, P0, run, out)
     else:  # the kernel releases the GIL; four ranges of blocks per thread balance the load
         from concurrent.futures import ThreadPoolExecutor
 
         bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
         with ThreadPoolExecutor(threads) as pool:
-            for done in [pool.submit(_compiled.descend, int(a), int(b), prob, P0, run, out)
+            for done in [pool.submit(kernel, int(a), int(b), prob, P0, run, out)
                          for a, b in zip(bounds[:-1], bounds[1:])]:
                 done.result()
-    failed = out.failed[:, :B]
+    failed = out.failed
     if np.any(failed >= 0):
         raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
                         **_start_of(K, P))
-    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
-        risks = np.mean(loss.value(out.margins[:, :, :B]), axis=-1)
-    return _Records(out.path[:, :, :B], risks, out.on[:, :, :B], out.off[:, :, :B],
-                    out.final[:, :B])
+    return _Records(out.path, out.risk, out.on, out.off, out.final)
 
 
 def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
@@ -490,7 +492,7 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
     B = P.shape[1]
     R = len(record)
     path = np.empty((R, M, B, d))
-    margins = np.empty((R, M * n, B))
+    risks = np.empty((R, M, B))
     on = np.empty((R, M, n, B))
     off = np.empty((R, M, n, B))
     Kt = _kernels.tensor(K.reshape(M, n * T, d))
@@ -512,7 +514,7 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 path[r] = Pt.transpose(1, 2).numpy()
                 on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
                 off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
-                margins[r] = margin.numpy()
+                risks[r] = _torch_risk(margin.reshape(M, n, B), loss)
                 r += 1
             if k == steps:
                 break
@@ -522,15 +524,12 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights.reshape(M * n, 1, B)
             grad = KtT @ dlogits.reshape(M, n * T, B)  # (M, d, B)
-            if not bool(torch.isfinite(grad).all()):
-                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
+            # a gradient that is not finite makes the iterate not finite: one check below
             Pt = Pt - lr * _step_direction(grad, normalized, eps if scale is None else eps * scale)
             if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0
                 raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
-    risks = loss.torch_value(torch.from_numpy(margins)).numpy()
-    risks = np.mean(risks.reshape(R, M, n, B), axis=2)
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
 
 
@@ -698,22 +697,36 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
     _affordable_descent(steps, _record_count(steps, record_every),
-                        Wk.shape[0], n * T * d * (d + 2), d * d + 1, n * T)
+                        Wk.shape[0], n * T * d * (d + 2), d * d + 1, 0)
     record = _record_steps(steps, record_every)
 
+    B = Wk.shape[0]
     path = np.empty((len(record),) + Wk.shape)
-    margins = np.empty((len(record), n, Wk.shape[0]))
-    G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
+    risks = np.empty((len(record), B))
+    shared = _queries_shared(queries, Z)
+    G, X2 = _kernels.tensor(gamma[..., None]), _kernels.tensor(X.reshape(n * T, d))
+    X2T = X2.T.contiguous()                                   # (d, n T)
+    Xb, XbT = X2.view(n, T, d), X2T.view(d, n, T).permute(1, 0, 2)  # (n, T, d), (n, d, T) views
+    q = _kernels.tensor(Z[0])                                 # (d,) the shared query
+    ZtT = _kernels.tensor(Z.T)                                # (d, n)
+    Zt = ZtT.T                                                # (n, d)
+    Wt = _kernels.tensor(Wk)                                  # (B, d, d)
     start_W = dict(start="W0", start_logits=lambda: _kernels.self_attention_logits(X, path[0], Z),
                    sizes=(_largest(X), _largest(Z)))
     r = 0
-    with _kernels.threads_for(n * T * Wk.shape[0]):
+    with _kernels.threads_for(n * T * B):
         for k in range(steps + 1):
-            logits = _kernels.self_attention_logits(X, Wk, Z)
-            s = _kernels.tensor(_softmax(logits).transpose(1, 2, 0))
-            margin, deviation = _kernels.margins(s, G)
+            # contract W with the queries first: u = W z (B, d, [n]), then the logits x_it^T u
+            if shared:
+                logits = (X2 @ (Wt @ q).T).view(n, T, B)
+            else:
+                logits = torch.bmm(Xb, (Wt @ ZtT).permute(2, 1, 0))   # (n, T, d) @ (n, d, B)
+            shift, top = torch.max(logits, dim=1, keepdim=True)
+            s = _kernels.softmax_tokens_(logits, shift)
+            margin, deviation = _kernels.margins(s, G, top)
             if record[r] == k:
-                path[r], margins[r] = Wk, margin.numpy()
+                path[r] = Wt.numpy()
+                risks[r] = _risk_of(margin, loss)
                 r += 1
             if k == steps:
                 break
@@ -722,16 +735,20 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights[:, None, :]
-            grad = torch.einsum("ntb,ntd,ne->bde", dlogits, Xt, Zt)
-            if not bool(torch.isfinite(grad).all()):
-                raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
-            flat = _step_direction(grad.reshape(grad.shape[0], -1).T, normalized,
+            # dL/dW = sum_it dlogit_it x_it z_i^T: first a = sum_t dlogit x (the tokens), then the
+            # outer products with the queries (one outer product for a shared query)
+            if shared:
+                a = X2T @ dlogits.view(n * T, B)                       # (d, B)
+                grad = a.T[:, :, None] * q                             # (B, d, d)
+            else:
+                A = torch.bmm(XbT, dlogits)                            # (n, d, B)
+                grad = A.permute(2, 1, 0) @ Zt                         # (B, d, n) @ (n, d)
+            # a gradient that is not finite makes the iterate not finite: one check below
+            flat = _step_direction(grad.reshape(B, -1).T, normalized,
                                    eps if scale is None else eps * scale).T
-            Wk = Wk - lr * flat.reshape(Wk.shape).numpy()
-            if not np.all(np.isfinite(Wk)):
+            Wt = Wt - lr * flat.reshape(Wt.shape)
+            if not bool(torch.isfinite(Wt).all()):
                 raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
-    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
-        risks = np.mean(loss.value(margins), axis=1)
     return WTrajectory(path, risks, lr, normalized, record)
 
 
@@ -838,53 +855,87 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     V, P = (np.array(a) for a in np.broadcast_arrays(V, P))
     steps, lr, loss, eps_v, eps_p = _settings(steps, lr, loss, eps_v=eps_v, eps_p=eps_p)
     normalized = _checks.flag(normalized, "normalized")
-    if track is not None:
-        _checks.indices(track, n, T, "track")
+    tracked = None if track is None else _checks.indices(track, n, T, "track")
+    # records: v, p (d each), the attention on the tracked tokens (n), the risk and probability
     _affordable_descent(steps, _record_count(steps, record_every), len(P), n * T * d,
-                        2 * d + 2 * n + n * T, n * T)
+                        2 * d + n + 2, 0)
     record = _record_steps(steps, record_every)
     R = len(record)
-
     B = P.shape[0]
+
     vs, ps = np.empty((R, B, d)), np.empty((R, B, d))
-    margins = np.empty((R, n, B))
-    attention = np.empty((R, n, T, B))
+    risks, probs = np.empty((R, B)), np.empty((R, B))
+    on = np.empty((R, B, n))   # attention on the tracked tokens (filled after the run if None)
     start_joint = dict(start="p0", start_logits=lambda K=K, P=P: np.einsum("ntd,bd->ntb", K, P),
                        sizes=(_largest(K),))
-    Xt, K, Yt, V, P = (_kernels.tensor(a) for a in (X, K, Y, V.T, P.T))
+    # tokens signed by their labels, Y_i x_it (exact): the scores are one matmul, XY @ v
+    XY = _kernels.tensor((Y[:, None, None] * X).reshape(n * T, d))
+    XYT, K2 = XY.T.contiguous(), _kernels.tensor(K.reshape(n * T, d))
+    K2T = K2.T.contiguous()
+    VP = _kernels.tensor(np.stack([V.T, P.T]))               # (2, d, B): v and p, batch-last
+    grad = torch.empty_like(VP)
+    offsets = torch.tensor([eps_v, eps_p], dtype=torch.float64).reshape(2, 1, 1)  # their eps
+    rows = np.arange(n)
     r = 0
     with _kernels.threads_for(n * T * B):
         for k in range(steps + 1):
-            gamma = Yt[:, None, None] * torch.einsum("ntd,db->ntb", Xt, V)
-            s = _kernels.attention_from_keys(K, P)
-            margin, deviation = _kernels.margins(s, gamma)
+            gamma = (XY @ VP[0]).view(n, T, B)
+            logits = (K2 @ VP[1]).view(n, T, B)
+            shift, top = torch.max(logits, dim=1, keepdim=True)
+            s = _kernels.softmax_tokens_(logits, shift)
+            margin, deviation = _kernels.margins(s, gamma, top)
             if record[r] == k:
-                vs[r], ps[r] = V.T.numpy(), P.T.numpy()
-                attention[r], margins[r] = s.numpy(), margin.numpy()
+                vs[r], ps[r] = VP[0].T.numpy(), VP[1].T.numpy()
+                risks[r] = _risk_of(margin, loss)
+                probs[r] = np.mean(expit(margin.numpy()), axis=0)
+                if tracked is not None:
+                    on[r] = s.numpy()[rows, tracked].T
                 r += 1
             if k == steps:
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
                 raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
-            grad_v = _kernels.contract_tokens(s * (weights * Yt[:, None])[:, None, :], Xt)
-            grad_p = _kernels.contract_tokens(s * deviation * weights[:, None, :], K)
-            if not (bool(torch.isfinite(grad_v).all()) and bool(torch.isfinite(grad_p).all())):
+            weights = weights[:, None, :]
+            torch.mm(XYT, (s * weights).view(n * T, B), out=grad[0])        # dL/dv
+            s *= deviation
+            s *= weights
+            torch.mm(K2T, s.view(n * T, B), out=grad[1])                    # dL/dp
+            # a gradient that is not finite makes the iterate not finite: one check below
+            VP = VP - lr * _step_direction(grad, normalized,
+                                           offsets if scale is None else offsets * scale)
+            if not bool(torch.isfinite(VP).all()):
                 raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
-            V = V - lr * _step_direction(grad_v, normalized, eps_v if scale is None else eps_v * scale)
-            P = P - lr * _step_direction(grad_p, normalized, eps_p if scale is None else eps_p * scale)
-            if not (bool(torch.isfinite(V).all()) and bool(torch.isfinite(P).all())):
-                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
-    V = V.T.numpy()
-    with np.errstate(over="ignore"):  # l(z) beyond float64 is inf, its rounded value
-        risks = np.mean(loss.value(margins), axis=1)
-    probs = np.mean(expit(margins), axis=1)
-    if track is None:
+        V = VP[0].T.numpy()
+    if tracked is None:
         tracked = np.argmax(_kernels.scores(X, Y, V[0]), axis=1)
-    else:
-        tracked = _checks.indices(track, n, T, "track")
-    return JointTrajectory(vs, ps, risks, probs, attention[:, np.arange(n), tracked].transpose(0, 2, 1),
-                           tracked, lr, normalized, record)
+        with _kernels.threads_for(n * T * B):
+            for r in range(R):  # the attention of each record again, as the loop computed it
+                logits = (K2 @ _kernels.tensor(ps[r].T)).view(n, T, B)
+                shift = torch.max(logits, dim=1, keepdim=True).values
+                on[r] = _kernels.softmax_tokens_(logits, shift).numpy()[rows, tracked].T
+    return JointTrajectory(vs, ps, risks, probs, on, tracked, lr, normalized, record)
+
+
+def _queries_shared(given, Z: np.ndarray) -> bool:
+    """Whether one query serves every sequence: ``queries`` given as (d,), or (n, d) rows all
+    equal to the first (then W z is computed once instead of n times)."""
+    return np.ndim(given) == 1 or bool(np.all(Z == Z[:1]))
+
+
+def _risk_of(margin: torch.Tensor, loss: Loss) -> np.ndarray:
+    """(..., B) the risk, the mean loss over the sequences, of margins (..., n, B): computed at
+    each record from the (n, B) margins of that step, so no (R, n, B) margins are kept."""
+    # l(z) beyond float64 is inf, its rounded value; NaN margins (logits of a start beyond
+    # float64) are refused right after, by the gradient's check, with the cause named
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.mean(loss.value(margin.numpy()), axis=-2)
+
+
+def _torch_risk(margin: torch.Tensor, loss: Loss) -> np.ndarray:
+    """(M, B) the risks of margins (M, n, B), from the loss's torch formula (the torch engine's
+    record of one step; the compiled engine sums the same numpy formula per sequence)."""
+    return np.mean(loss.torch_value(margin).numpy(), axis=1)
 
 
 def _settings(steps, lr, loss, **eps) -> tuple:
@@ -940,9 +991,10 @@ def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.T
     if not normalized:
         return grad
     norm = torch.linalg.vector_norm(grad, dim=-2, keepdim=True)
-    risky = ~((norm > 1e-140) & (norm < 1e140))
-    if not bool(risky.any()):
+    low, high = torch.aminmax(norm)   # one reduction: 1.5-1.9x faster than the mask below
+    if low.item() > 1e-140 and high.item() < 1e140:   # (False for NaN: the careful path)
         return grad / (norm + eps)
+    risky = ~((norm > 1e-140) & (norm < 1e140))
     scale = grad.abs().amax(dim=-2, keepdim=True)
     safe = torch.where(scale > 0, scale, 1.0)
     unit = grad / safe

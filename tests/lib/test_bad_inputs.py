@@ -393,9 +393,11 @@ def test_unbounded_work_is_refused_with_its_estimate(name, call, message):
 
 def test_the_refusal_states_the_memory_the_run_would_record():
     """The estimate in the message is the size of what gd records: per run and step the iterate
-    (d), the margins and the attention on and off the tracked tokens (3 n) and the loss (1), for
-    steps + 1 recorded steps, plus the final attention (n T per run). Bug caught: an estimate
-    that leaves out the batch (or a dimension), which would let a run exhaust the memory."""
+    (d), the attention on and off the tracked tokens (2 n) and the risk (1), for steps + 1
+    recorded steps, plus the final attention (n T per run) (no margins are kept: each record's
+    risk is computed at its step; test_memory.py checks this estimate against the measured
+    peak). Bug caught: an estimate that leaves out the batch (or a dimension), which would let
+    a run exhaust the memory."""
     import re
 
     n, T, d = X.shape
@@ -403,7 +405,7 @@ def test_the_refusal_states_the_memory_the_run_would_record():
         with pytest.raises(ValueError) as error:
             mm.gd(X, Y, v, np.zeros((B, d)), steps, 0.1, W=W)
         stated = float(re.search(r"and ([0-9.e+]+) GB of memory", str(error.value)).group(1))
-        expected = 8.0 * ((steps + 1) * B * (d + 3 * n + 1) + B * n * T) / 1e9
+        expected = 8.0 * ((steps + 1) * B * (d + 2 * n + 1) + B * n * T) / 1e9
         assert stated == pytest.approx(expected, rel=1e-2), str(error.value)
 
 

@@ -60,18 +60,24 @@ def test_gd_stack_shared_W_and_v_are_broadcast():
         assert_every_step_matches(traj.p[:, m, 0], traj.risk[:, m, 0], model, 0.2, True, 1e-9, p0)
 
 
+@pytest.mark.parametrize("queries", ["per sequence", "shared (d,)", "shared (n, d)"])
 @pytest.mark.parametrize("normalized", [False, True])
-def test_gd_W_with_one_query_per_sequence_matches_an_autograd_loop(normalized):
+def test_gd_W_with_one_query_per_sequence_matches_an_autograd_loop(normalized, queries):
     """Bugs caught: the W-gradient transposed (x z^T vs z x^T), a query of the wrong sequence, a
-    Frobenius normalization over the wrong axes, a wrong risk record."""
+    Frobenius normalization over the wrong axes, a wrong risk record; and in the shared-query
+    path (one prompt p for every sequence, given as (d,) or as n equal rows: W p is contracted
+    first), W p taken as W^T p or the outer product a p^T as p a^T."""
     rng = np.random.default_rng(13)
     n, T, d, B = 4, 3, 3, 2
     X = rng.standard_normal((n, T, d))
     Y = rng.choice([-1.0, 1.0], size=n)
     v = rng.standard_normal(d)
     Z = rng.standard_normal((n, d))
+    if queries != "per sequence":
+        Z = np.broadcast_to(Z[0], (n, d)).copy()
     W0 = rng.standard_normal((B, d, d))
-    traj = mm.gd_W(X, Y, v, W0, Z, STEPS, 0.4, normalized=normalized, eps=1e-9)
+    given = Z[0] if queries == "shared (d,)" else Z
+    traj = mm.gd_W(X, Y, v, W0, given, STEPS, 0.4, normalized=normalized, eps=1e-9)
     assert traj.W.shape == (STEPS + 1, B, d, d)
     Xt, Yt, Zt = torch.tensor(X), torch.tensor(Y), torch.tensor(Z)
     values = Yt[:, None] * (Xt @ torch.tensor(v))
