@@ -715,6 +715,22 @@ MUTANTS = [
            "top = int(optimal_indices(inst.X, inst.Y, inst.v)[0])",
            "top = int(inst.scores[0].argmax())",
            ("test_ch02_helpers.py",)),
+    # issue 22 review, F6: normalized steps whose contraction overflows, retried scaled
+    Mutant("train.py", "torch engine: no scaled retry when the contraction overflows (refused at step 0)",
+           "                unit = _kernels.power_of_two_scale(dlogits, dims=1)\n"
+           "                new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)",
+           "                new = new",
+           ("test_scale_gd.py",)),
+    Mutant("train.py", "gd_W: the scaled retry computes the same overflowing step again",
+           "                unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)\n"
+           "                new = step(dlogits * unit, step_eps * unit.reshape(1, B))",
+           "                unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1, 2))\n"
+           "                new = step(dlogits, step_eps)",
+           ("test_scale_gd.py",)),
+    Mutant("train.py", "gd_joint: the scaled retry not taken",
+           "                new = step(weights * unit, step_offsets * unit)",
+           "                new = step(weights, step_offsets)",
+           ("test_scale_gd.py",)),
     # issue 21: the engines' new contraction orders and records
     Mutant("train.py", "gd_W, shared query: W^T p instead of W p in the logits",
            "logits = (X2 @ (Wt @ q).T).view(n, T, B)",

@@ -92,6 +92,15 @@ def _unit_scale(a: np.ndarray) -> np.ndarray:
     return a / np.where(top > 0, top, 1.0)
 
 
+def power_of_two_scale(a: torch.Tensor, dims) -> torch.Tensor:
+    """2^-e with 2^e just above max |a| over ``dims`` (kept): a * 2^-e is at most 1 and exact
+    (1 where a is zero). Normalized steps divide a gradient's factors by it, and eps alike, where
+    the contraction would overflow: the direction does not change."""
+    top = torch.amax(a.abs(), dim=dims, keepdim=True)
+    exponent = torch.frexp(top).exponent
+    return torch.where(top > 0, torch.pow(2.0, -exponent.to(a.dtype)), 1.0)
+
+
 def tensor(a) -> torch.Tensor:
     """A float64 CPU tensor (a contiguous copy of ``a`` when needed)."""
     return torch.from_numpy(np.array(a, dtype=np.float64, order="C", copy=True))

@@ -523,9 +523,16 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights.reshape(M * n, 1, B)
-            grad = KtT @ dlogits.reshape(M, n * T, B)  # (M, d, B)
+            dlogits = dlogits.reshape(M, n * T, B)
+            step_eps = eps if scale is None else eps * scale
             # a gradient that is not finite makes the iterate not finite: one check below
-            Pt = Pt - lr * _step_direction(grad, normalized, eps if scale is None else eps * scale)
+            new = Pt - lr * _step_direction(KtT @ dlogits, normalized, step_eps)
+            if normalized and not bool(torch.isfinite(new).all()):
+                # the contraction overflowed (slopes near 1e306 times keys 1e3) though the
+                # direction is finite: each run's power of two out of dlogits (exact), eps alike
+                unit = _kernels.power_of_two_scale(dlogits, dims=1)
+                new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)
+            Pt = new
             if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0
                 raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
@@ -735,18 +742,28 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
             dlogits = torch.mul(s, deviation, out=s)
             dlogits *= weights[:, None, :]
-            # dL/dW = sum_it dlogit_it x_it z_i^T: first a = sum_t dlogit x (the tokens), then the
-            # outer products with the queries (one outer product for a shared query)
-            if shared:
-                a = X2T @ dlogits.view(n * T, B)                       # (d, B)
-                grad = a.T[:, :, None] * q                             # (B, d, d)
-            else:
-                A = torch.bmm(XbT, dlogits)                            # (n, d, B)
-                grad = A.permute(2, 1, 0) @ Zt                         # (B, d, n) @ (n, d)
+
+            def step(dlogits, step_eps):
+                # dL/dW = sum_it dlogit_it x_it z_i^T: first a = sum_t dlogit x (the tokens),
+                # then the outer products with the queries (one for a shared query)
+                if shared:
+                    a = X2T @ dlogits.view(n * T, B)                   # (d, B)
+                    grad = a.T[:, :, None] * q                         # (B, d, d)
+                else:
+                    A = torch.bmm(XbT, dlogits)                        # (n, d, B)
+                    grad = A.permute(2, 1, 0) @ Zt                     # (B, d, n) @ (n, d)
+                flat = _step_direction(grad.reshape(B, -1).T, normalized, step_eps).T
+                return Wt - lr * flat.reshape(Wt.shape)
+
+            step_eps = eps if scale is None else eps * scale
             # a gradient that is not finite makes the iterate not finite: one check below
-            flat = _step_direction(grad.reshape(B, -1).T, normalized,
-                                   eps if scale is None else eps * scale).T
-            Wt = Wt - lr * flat.reshape(Wt.shape)
+            new = step(dlogits, step_eps)
+            if normalized and not bool(torch.isfinite(new).all()):
+                # the contraction overflowed though the direction is finite: each run's power
+                # of two out of dlogits (exact), and eps alike
+                unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)
+                new = step(dlogits * unit, step_eps * unit.reshape(1, B))
+            Wt = new
             if not bool(torch.isfinite(Wt).all()):
                 raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
     return WTrajectory(path, risks, lr, normalized, record)
@@ -876,6 +893,7 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     grad = torch.empty_like(VP)
     offsets = torch.tensor([eps_v, eps_p], dtype=torch.float64).reshape(2, 1, 1)  # their eps
     rows = np.arange(n)
+    work = torch.empty((n, T, B), dtype=torch.float64)  # dlogits for dL/dp, in place
     r = 0
     with _kernels.threads_for(n * T * B):
         for k in range(steps + 1):
@@ -897,13 +915,23 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
             if weights is None:
                 raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
             weights = weights[:, None, :]
-            torch.mm(XYT, (s * weights).view(n * T, B), out=grad[0])        # dL/dv
-            s *= deviation
-            s *= weights
-            torch.mm(K2T, s.view(n * T, B), out=grad[1])                    # dL/dp
+            step_offsets = offsets if scale is None else offsets * scale
+
+            def step(weights, step_offsets):
+                torch.mm(XYT, (s * weights).view(n * T, B), out=grad[0])    # dL/dv
+                torch.mul(s, deviation, out=work)
+                work.mul_(weights)
+                torch.mm(K2T, work.view(n * T, B), out=grad[1])             # dL/dp
+                return VP - lr * _step_direction(grad, normalized, step_offsets)
+
             # a gradient that is not finite makes the iterate not finite: one check below
-            VP = VP - lr * _step_direction(grad, normalized,
-                                           offsets if scale is None else offsets * scale)
+            new = step(weights, step_offsets)
+            if normalized and not bool(torch.isfinite(new).all()):
+                # the contraction overflowed though the direction is finite: each run's power
+                # of two out of the weights (exact), and the offsets alike
+                unit = _kernels.power_of_two_scale(weights, dims=(0, 1))  # (1, 1, B)
+                new = step(weights * unit, step_offsets * unit)
+            VP = new
             if not bool(torch.isfinite(VP).all()):
                 raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
         V = VP[0].T.numpy()

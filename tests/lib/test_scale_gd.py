@@ -127,3 +127,44 @@ def test_an_undetermined_normalized_step_is_refused_alike(engine):
         with pytest.raises(ValueError, match="step 0 .*scale of v"):
             mm.gd(np.array([[[1000.0], [1.0]]]), np.ones(1), -np.ones(1), np.ones(1), 1, 0.1,
                   loss="exponential", normalized=True)
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+def test_normalized_steps_survive_a_contraction_that_overflows(engine, monkeypatch):
+    """Exponential loss at margins near -704 (slope e^704 = 1e305.7) and keys 1e3: the gradient
+    (about 1e309) overflows but its direction does not. Every engine must take normalized steps
+    of length lr along the direction of an overflow-free reference (one sequence: the slope is a
+    common positive factor, so the step is +lr u / ||u|| with u = sum_t s_t (gamma_t - z) k_t,
+    and for v, +lr w / ||w|| with w = sum_t s_t Y x_t), to 1e-12. Bug caught (issue 22 review,
+    F6): the torch engine, gd_W and gd_joint refused at step 0, blaming the exponential loss's
+    derivative, which is finite here."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    X = np.array([[[1e3, 0.0], [0.0, 1e3]]])
+    v, lr, steps = np.array([-0.700, -0.708]), 1e-3, 5
+
+    def reference(joint):
+        p, w = np.zeros(2), v.copy()
+        for _ in range(steps):
+            logits = X[0] @ p
+            s = np.exp(logits - logits.max())
+            s /= s.sum()
+            gamma = X[0] @ w
+            z = s @ gamma
+            u = (s * (gamma - z)) @ X[0]
+            if joint:
+                g = s @ X[0]
+                w = w + lr * g / np.linalg.norm(g)
+            p = p + lr * u / np.linalg.norm(u)
+        return p, w
+
+    p_ref, _ = reference(joint=False)
+    run = mm.gd(X, [1.0], v, [0.0, 0.0], steps, lr, loss="exponential", normalized=True)
+    np.testing.assert_allclose(run.p[-1, 0], p_ref, rtol=1e-12)
+    for queries in ([1.0, 0.0], [[1.0, 0.0]]):
+        W = mm.gd_W(X, [1.0], v, np.zeros((2, 2)), queries, steps, lr, loss="exponential",
+                    normalized=True).W[-1, 0]
+        np.testing.assert_allclose(W, np.outer(p_ref, [1.0, 0.0]), rtol=1e-12, atol=1e-15)
+    p_joint, v_joint = reference(joint=True)
+    joint = mm.gd_joint(X, [1.0], v, [0.0, 0.0], steps, lr, loss="exponential", normalized=True)
+    np.testing.assert_allclose(joint.p[-1, 0], p_joint, rtol=1e-12)
+    np.testing.assert_allclose(joint.v[-1, 0], v_joint, rtol=1e-12)
