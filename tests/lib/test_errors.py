@@ -194,8 +194,6 @@ def test_every_trainer_accepts_the_defaults_it_is_checked_against(trainer):
     ("gd_W", lambda: mm.gd_W(X * 1e10, Y, v, np.eye(3) * 1e300, np.ones(3), 3, 0.1), r"the start W0"),
     ("gd_joint", lambda: mm.gd_joint(X * 1e10, Y, v, np.ones(3) * 1e300, 3, 0.1, normalized=True),
      r"the start p0"),
-    ("gd", lambda: mm.gd(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 1.0, normalized=True),
-     r"about 10\^320, whatever the iterate and lr: reduce the scale of X or v"),
     ("gd_joint", lambda: mm.gd_joint(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 0.1, normalized=True),
      r"reduce the scale of X or v"),
     ("gd_KQ", lambda: mm.gd_KQ(X * 1e10, Y, v, np.eye(3) * 1e150, np.eye(3) * 1e150, np.ones(3), 3, 0.1),
@@ -211,6 +209,39 @@ def test_an_overflow_names_its_cause_not_lr(engine, name, call, cause, monkeypat
         pytest.importorskip("numba")
     with pytest.raises(ValueError, match=rf"^{name}: the gradient at step 0 .*{cause}"):
         call()
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+def test_normalized_gd_whose_gradient_overflows_steps_or_names_its_cause(engine, monkeypatch):
+    """X * 1e160, Y = -1: scores and keys near 1e160, so the gradient's entries reach about 1e320
+    (not representable) while its direction is. The torch engine takes each normalized step along
+    that direction (checked against a reference that contracts keys and scores divided by 1e160,
+    to 1e-12); the compiled engine refuses naming the cause (the scale of X or v), not lr.
+    Bugs caught: lr blamed at step 0 (issue 22, cause 6); the torch engine refusing a step whose
+    direction is representable (issue 22 review, F6, and the gap noted with cause 6)."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    Xc, Yc, steps, lr = np.asarray(X) * 1e160, -np.ones(3), 3, 1.0
+    if engine == "compiled":
+        pytest.importorskip("numba")
+        with pytest.raises(ValueError, match=r"^gd: the gradient at step 0 .*about 10\^320, "
+                                             r"whatever the iterate and lr: reduce the scale of X"):
+            mm.gd(Xc, Yc, v, np.zeros(3), steps, lr, normalized=True)
+        return
+    run = mm.gd(Xc, Yc, v, np.zeros(3), steps, lr, normalized=True)
+    K = np.asarray(X)  # keys / 1e160 (W = I: gd was called without W)
+    gamma = Yc[:, None] * (K @ v)  # scores / 1e160
+    p = np.zeros(3)
+    for _ in range(steps):
+        logits = (K * 1e160) @ p
+        s = np.exp(logits - logits.max(axis=1, keepdims=True))
+        s /= s.sum(axis=1, keepdims=True)
+        z = np.sum(s * gamma, axis=1) * 1e160
+        slope = -1 / (1 + np.exp(np.minimum(z, 700)))  # logistic l'(z), of size 1 or exp(-z)
+        u = np.einsum("i,it,itd->d", slope, s * (gamma - (z / 1e160)[:, None]), K)
+        # one-hot attention after the first step: u = 0, and g / (||g|| + eps) is no step
+        p = p - lr * u / max(np.linalg.norm(u), 1e-300)
+    np.testing.assert_allclose(run.p[-1, 0], p, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(run.p[1, 0]), lr, rtol=1e-12)  # a full step
 
 
 def test_logistic_risk_of_the_layer_takes_arrays():
