@@ -472,8 +472,8 @@ MUTANTS = [
            "small = eps / safe",
            ("test_scale_gd.py",)),
     Mutant("train.py", "torch loop: a NaN iterate from 0 / 0 not refused at its step",
-           "            if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0\n"
-           "                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))\n",
+           "                if not bool(torch.isfinite(new).all()):  # 0 / 0: a zero gradient, eps * scale = 0\n"
+           "                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))\n",
            "",
            ("test_scale_gd.py",)),
     Mutant("_compiled.py", "exponential rescale: 0 / 0 lane takes a zero step instead of failing",
@@ -717,19 +717,19 @@ MUTANTS = [
            ("test_ch02_helpers.py",)),
     # issue 22 review, F6: normalized steps whose contraction overflows, retried scaled
     Mutant("train.py", "torch engine: no scaled retry when the contraction overflows (refused at step 0)",
-           "                unit = _kernels.power_of_two_scale(dlogits, dims=1)\n"
-           "                new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)",
-           "                new = new",
+           "                    unit = _kernels.power_of_two_scale(dlogits, dims=1)\n"
+           "                    new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)",
+           "                    new = new",
            ("test_scale_gd.py",)),
     Mutant("train.py", "gd_W: the scaled retry computes the same overflowing step again",
-           "                unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)\n"
-           "                new = step(dlogits * unit, step_eps * unit.reshape(1, B))",
-           "                unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1, 2))\n"
-           "                new = step(dlogits, step_eps)",
+           "                    unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)\n"
+           "                    new = step(dlogits * unit, step_eps * unit.reshape(1, B))",
+           "                    unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1, 2))\n"
+           "                    new = step(dlogits, step_eps)",
            ("test_scale_gd.py",)),
     Mutant("train.py", "gd_joint: the scaled retry not taken",
-           "                new = step(weights * unit, step_offsets * unit)",
-           "                new = step(weights, step_offsets)",
+           "                    new = step(weights * unit, step_offsets * unit)",
+           "                    new = step(weights, step_offsets)",
            ("test_scale_gd.py",)),
     # issue 21: the engines' new contraction orders and records
     Mutant("train.py", "gd_W, shared query: W^T p instead of W p in the logits",

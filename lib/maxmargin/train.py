@@ -527,14 +527,16 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
             step_eps = eps if scale is None else eps * scale
             # a gradient that is not finite makes the iterate not finite: one check below
             new = Pt - lr * _step_direction(KtT @ dlogits, normalized, step_eps)
-            if normalized and not bool(torch.isfinite(new).all()):
-                # the contraction overflowed (slopes near 1e306 times keys 1e3) though the
-                # direction is finite: each run's power of two out of dlogits (exact), eps alike
-                unit = _kernels.power_of_two_scale(dlogits, dims=1)
-                new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)
+            if not bool(torch.isfinite(new).all()):   # (one check per step where all is well)
+                if normalized:
+                    # the contraction overflowed (slopes near 1e306 times keys 1e3) though the
+                    # direction is finite: each run's power of two out of dlogits (exact), eps
+                    # alike
+                    unit = _kernels.power_of_two_scale(dlogits, dims=1)
+                    new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)
+                if not bool(torch.isfinite(new).all()):  # 0 / 0: a zero gradient, eps * scale = 0
+                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
             Pt = new
-            if not bool(torch.isfinite(Pt).all()):    # 0 / 0: a zero gradient, eps * scale = 0
-                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
@@ -758,14 +760,15 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
             step_eps = eps if scale is None else eps * scale
             # a gradient that is not finite makes the iterate not finite: one check below
             new = step(dlogits, step_eps)
-            if normalized and not bool(torch.isfinite(new).all()):
-                # the contraction overflowed though the direction is finite: each run's power
-                # of two out of dlogits (exact), and eps alike
-                unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)
-                new = step(dlogits * unit, step_eps * unit.reshape(1, B))
+            if not bool(torch.isfinite(new).all()):
+                if normalized:
+                    # the contraction overflowed though the direction is finite: each run's
+                    # power of two out of dlogits (exact), and eps alike
+                    unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)
+                    new = step(dlogits * unit, step_eps * unit.reshape(1, B))
+                if not bool(torch.isfinite(new).all()):
+                    raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
             Wt = new
-            if not bool(torch.isfinite(Wt).all()):
-                raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
     return WTrajectory(path, risks, lr, normalized, record)
 
 
@@ -926,14 +929,16 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
 
             # a gradient that is not finite makes the iterate not finite: one check below
             new = step(weights, step_offsets)
-            if normalized and not bool(torch.isfinite(new).all()):
-                # the contraction overflowed though the direction is finite: each run's power
-                # of two out of the weights (exact), and the offsets alike
-                unit = _kernels.power_of_two_scale(weights, dims=(0, 1))  # (1, 1, B)
-                new = step(weights * unit, step_offsets * unit)
+            if not bool(torch.isfinite(new).all()):
+                if normalized:
+                    # the contraction overflowed though the direction is finite: each run's
+                    # power of two out of the weights (exact), and the offsets alike
+                    unit = _kernels.power_of_two_scale(weights, dims=(0, 1))  # (1, 1, B)
+                    new = step(weights * unit, step_offsets * unit)
+                if not bool(torch.isfinite(new).all()):
+                    raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
+                                    **start_joint)
             VP = new
-            if not bool(torch.isfinite(VP).all()):
-                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
         V = VP[0].T.numpy()
     if tracked is None:
         tracked = np.argmax(_kernels.scores(X, Y, V[0]), axis=1)
