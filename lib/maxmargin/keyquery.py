@@ -262,3 +262,163 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
         risks = np.mean(loss.value(margins), axis=1)
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
                         _readonly(record))
+
+
+def _stack_factor(A, M: int, d: int, name: str) -> np.ndarray:
+    """A start of a factor for a stack of M instances: (d, m) shared or (M, d, m), as (M, d, m)."""
+    A = _checks.as_float_array(A, name)
+    if A.ndim == 2:
+        A = np.broadcast_to(A, (M,) + A.shape)
+    if A.ndim != 3 or A.shape[:2] != (M, d):
+        raise ValueError(f"{name}: expected shape ({d}, m) or ({M}, {d}, m), got {A.shape}")
+    if A.shape[2] < 1:
+        raise ValueError(f"{name}: the factor width m must be >= 1, got shape {A.shape}")
+    return _checks.finite(A, name).copy()
+
+
+def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
+                loss: str | Loss = "logistic", normalized: bool = False, eps: float = 1e-12,
+                reg: float = 0.0, freeze_Q: bool = False,
+                record_every: int | None = 1) -> KQTrajectory:
+    """Gradient descent on the factors (K, Q) of W = K Q^T for a stack of M instances, one run each.
+
+    Run ``j`` is exactly ``gd_KQ(X[j], Y[j], v[j], K0[j], Q0[j], queries[j], ...)`` (each
+    instance's risk is the mean over its own n sequences, and a normalized step divides each
+    factor's gradient by that run's own norm), computed as one array program, so that a study
+    over many random instances costs about as much as one run. With ``freeze_Q=True`` only K
+    moves: from Q0 = I (d, d) this is gradient descent on W = K, i.e. :func:`gd_W`.
+
+    Parameters
+    ----------
+    X : (M, n, T, d) tokens of M instances.
+    Y : (M, n) labels in {-1, +1}.
+    v : (M, d) heads, or (d,) shared.
+    K0, Q0 : (M, d, m) one start per instance, or (d, m) shared (the same m >= 1).
+    queries : (M, n, d) the query z_i of each sequence of each instance.
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    loss, normalized, eps, reg : keyword-only, as in :func:`gd_KQ`.
+    freeze_Q : keyword-only, keep Q at Q0 and train K only (default False).
+    record_every : keyword-only, as in :func:`gd` (default 1).
+
+    Returns
+    -------
+    KQTrajectory : the recorded factors and risks, with the instance axis as the batch axis:
+        ``K``, ``Q`` are (R, M, d, m), ``risk`` (R, M).
+
+    Raises
+    ------
+    ValueError : bad data (X not (M, n, T, d) with M, n, d >= 1 and T >= 2, Y not (M, n) or a
+        label other than -1 and +1, v neither (d,) nor (M, d), K0 or Q0 neither (d, m) nor
+        (M, d, m) with m >= 1 or of different widths, queries not (M, n, d), NaN or inf), the
+        settings as in :func:`gd_KQ`, or a gradient or iterate that is not finite in float64
+        (naming the step and the likely cause).
+    TypeError : a non-numeric array, or settings of the wrong type, as in :func:`gd_KQ`.
+
+    Examples
+    --------
+    Two instances, the second with its tokens swapped: each run is the run of :func:`gd_KQ` on
+    its own instance.
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> Xs, Zs = np.stack([X, X[:, ::-1]]), np.ones((2, 1, 2))
+    >>> K0, Q0 = 0.1 * np.eye(2), 0.2 * np.eye(2)
+    >>> stack = mm.gd_KQ_stack(Xs, np.ones((2, 1)), [1.0, 0.5], K0, Q0, Zs, 50, 0.1,
+    ...                        normalized=True)
+    >>> one = mm.gd_KQ(X[:, ::-1], [1.0], [1.0, 0.5], K0, Q0, Zs[1], 50, 0.1, normalized=True)
+    >>> stack.K.shape, bool(np.allclose(stack.W[:, 1], one.W[:, 0]))
+    ((51, 2, 2, 2), True)
+    """
+    X = _checks.as_float_array(X, "X")
+    if X.ndim != 4:
+        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
+    M, n, T, d = X.shape
+    if M < 1:
+        raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
+    _checks.token_shape(X.shape[1:], "X")
+    Y = _checks.as_float_array(Y, "Y")
+    if Y.shape != (M, n):
+        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
+    v = _checks.batched_vector(v, d, "v")
+    if v.shape not in ((d,), (M, d)):
+        raise ValueError(f"v: expected shape ({d},) or ({M}, {d}), got {v.shape}")
+    v = np.broadcast_to(v, (M, d))
+    problems = [problem(X[j], Y[j], v[j]) for j in range(M)]  # each instance once
+    gamma = np.stack([prob.scores for prob in problems])     # (M, n, T)
+    X = np.stack([prob.X for prob in problems])
+    Z = _checks.as_float_array(queries, "queries")
+    if Z.shape != (M, n, d):
+        raise ValueError(f"queries: expected shape ({M}, {n}, {d}), got {Z.shape}")
+    Z = _checks.finite(Z, "queries")
+    K = _stack_factor(K0, M, d, "K0")
+    Q = _stack_factor(Q0, M, d, "Q0")
+    if Q.shape[2] != K.shape[2]:
+        raise ValueError(f"Q0: width m = {Q.shape[2]} differs from K0's m = {K.shape[2]} (the "
+                         f"factors of W = K Q^T need the same m), got shapes {K.shape} and {Q.shape}")
+    steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
+    normalized = _checks.flag(normalized, "normalized")
+    freeze_Q = _checks.flag(freeze_Q, "freeze_Q")
+    reg = _checks.real(reg, "reg", minimum=0.0)
+    m = K.shape[2]
+    _affordable_descent(steps, _record_count(steps, record_every), M,
+                        n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + n + 1, n * T)
+    record = _record_steps(steps, record_every)
+    return _descend_KQ_stack(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, freeze_Q,
+                             record)
+
+
+def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg, freeze_Q,
+                      record) -> KQTrajectory:
+    """The torch loop of :func:`gd_KQ_stack` on validated inputs: X (M, n, T, d), scores gamma
+    (M, n, T), queries Z (M, n, d), starts K0, Q0 (M, d, m), recorded steps ``record`` (R,).
+    The run axis b is the instance axis."""
+    M, n, T, d = X.shape
+    m = K0.shape[2]
+    R = len(record)
+    Ks, Qs = np.empty((R, M, d, m)), np.empty((R, M, d, m))
+    margins = np.empty((R, n, M))
+    G = _kernels.tensor(np.moveaxis(gamma, 0, -1))          # (n, T, M)
+    Xt, Zt = _kernels.tensor(X), _kernels.tensor(Z)          # (M, n, T, d), (M, n, d)
+    ZtT = Zt.transpose(1, 2).contiguous()                    # (M, d, n)
+    K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (M, d, m)
+    start = dict(start="K0, Q0",
+                 start_logits=lambda: np.einsum("bntd,bde,bne->bnt", X,
+                                                K0 @ np.swapaxes(Q0, 1, 2), Z),
+                 sizes=(_largest(X), _largest(Z)))
+    r = 0
+    with _kernels.threads_for(n * T * M):
+        for k in range(steps + 1):
+            C = Q.transpose(1, 2) @ ZtT                      # (M, m, n): Q^T z_i
+            U = K @ C                                         # (M, d, n): u_i = K Q^T z_i
+            logits = torch.einsum("bntd,bdn->ntb", Xt, U)     # (n, T, M)
+            shift, top = torch.max(logits, dim=1, keepdim=True)
+            s = _kernels.softmax_tokens_(logits.contiguous(), shift)
+            margin, deviation = _kernels.margins(s, G, top)
+            if record[r] == k:
+                Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
+                r += 1
+            if k == steps:
+                break
+            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
+            if weights is None:
+                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
+            dlogits = torch.mul(s, deviation, out=s)
+            dlogits *= weights[:, None, :]
+            A = torch.einsum("ntb,bntd->bdn", dlogits, Xt)    # dL/dW = A Z, (M, d, n)
+            grad_K = A @ C.transpose(1, 2)                    # (M, d, m)
+            grad_Q = ZtT @ (A.transpose(1, 2) @ K)            # (M, d, m)
+            if reg > 0:
+                penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(M, 1, 1)
+                grad_K = grad_K + penalty * K
+                grad_Q = grad_Q + penalty * Q
+            if not (bool(torch.isfinite(grad_K).all()) and bool(torch.isfinite(grad_Q).all())):
+                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
+            K_next = K - lr * _factor_step(grad_K, normalized, eps, scale)
+            if not freeze_Q:
+                Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
+            K = K_next
+            if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
+                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
+    with np.errstate(over="ignore"):
+        risks = np.mean(loss.value(margins), axis=1)
+    return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
+                        _readonly(record))

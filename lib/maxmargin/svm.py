@@ -1424,7 +1424,12 @@ def _nuclear_newton(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray, mu: n
         J[r2, 2 * d * rank:] = -np.einsum("jab,ak->bkj", G, K).reshape(d * rank, m)
         J[2 * d * rank:, r1] = np.einsum("ja,jk->jak", a, b @ Q).reshape(m, d * rank)
         J[2 * d * rank:, r2] = np.einsum("jb,jk->jbk", b, a @ K).reshape(m, d * rank)
-        step = np.linalg.lstsq(J, -F, rcond=None)[0]
+        if not (np.all(np.isfinite(J)) and np.all(np.isfinite(F))):
+            return None
+        try:
+            step = np.linalg.lstsq(J, -F, rcond=None)[0]
+        except np.linalg.LinAlgError:  # LAPACK's SVD failed: a diverging iteration
+            return None
         y = y + step
         if not np.all(np.isfinite(y)):
             return None
