@@ -43,6 +43,7 @@ and solution (at most ``MAX_EXACT`` per call); a violation, or more such values,
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -1307,7 +1308,13 @@ def _nuclear_clarabel(problem: cp.Problem, constraint) -> np.ndarray:
     import cvxpy as cp
 
     try:
-        problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+        with warnings.catch_warnings():
+            # cvxpy warns on OPTIMAL_INACCURATE; the answer is certified (KKT) by the caller,
+            # which raises when it is not accurate enough, so the warning would only be noise
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate",
+                                    category=UserWarning)
+            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,
+                          tol_feas=1e-10)
     except cp.error.SolverError as error:
         raise IllConditionedError(f"X: cvxpy/Clarabel fails on the nuclear-norm W-SVM "
                                   f"({error})") from None
