@@ -21,7 +21,7 @@ from .explore import live
 
 NGD = dict(lr=0.1, normalized=True, eps=1e-300)   # the follow-up's step; no early stall
 RANK_CUT = 1e-5          # singular values below this fraction of the largest count as 0
-GRAY_ZONE = (1e-9, 1e-3)  # no singular value may fall here, so that RANK_CUT decides nothing
+GRAY_ZONE = (1e-9, RANK_CUT)  # counted as 0 but above the polished solver's noise
 REACH = 0.99             # correlation at which a run "reaches" an SVM solution
 
 
@@ -66,11 +66,18 @@ def _rank(W) -> int:
 
 
 def _gray(W) -> float:
-    """The largest singular value of W between GRAY_ZONE of the largest, relative (0 if none)."""
+    """The largest singular value of W inside GRAY_ZONE, relative to the largest (0 if none)."""
     sv = np.linalg.svd(W, compute_uv=False)
     rel = sv / sv[0]
-    inside = rel[(rel > GRAY_ZONE[0]) & (rel < GRAY_ZONE[1])]
+    inside = rel[(rel > GRAY_ZONE[0]) & (rel <= GRAY_ZONE[1])]
     return float(inside.max(initial=0.0))
+
+
+def _smallest_counted(W) -> float:
+    """The smallest singular value of W counted in its rank, relative to the largest."""
+    sv = np.linalg.svd(W, compute_uv=False)
+    rel = sv / sv[0]
+    return float(rel[rel > RANK_CUT].min())
 
 
 def _pair(X, alpha, queries):
@@ -84,7 +91,9 @@ class RankStudy:
     ranks : (len(ns), len(ds), count, 2) ranks of the Frobenius (0) and nuclear (1) solutions;
     mean_rank : (len(ns), len(ds), 2); skipped : (len(ns), len(ds)) infeasible draws skipped;
     ill_conditioned : draws refused by the solver's certificate; gray_zone : the largest
-    relative singular value inside GRAY_ZONE over all solutions; ns, ds, T.
+    relative singular value inside GRAY_ZONE over all solutions (counted as 0, yet above the
+    noise of a polished solution); smallest_counted : the smallest relative singular value
+    counted in a rank; ns, ds, T.
     """
 
     ranks: np.ndarray
@@ -92,6 +101,7 @@ class RankStudy:
     skipped: np.ndarray
     ill_conditioned: int
     gray_zone: float
+    smallest_counted: float
     ns: tuple
     ds: tuple
     T: int
@@ -105,7 +115,7 @@ def rank_study(ns, ds, *, T: int = 5, count: int = 12, seed: int = 0,
     count = _checks.positive_int(count, "count")
     ranks = np.zeros((len(ns), len(ds), count, 2), dtype=int)
     skipped = np.zeros((len(ns), len(ds)), dtype=int)
-    ill, gray = 0, 0.0
+    ill, gray, counted = 0, 0.0, 1.0
     for a, n in enumerate(ns):
         for b, d in enumerate(ds):
             found, s = 0, seed
@@ -125,8 +135,10 @@ def rank_study(ns, ds, *, T: int = 5, count: int = 12, seed: int = 0,
                     continue
                 ranks[a, b, found] = [_rank(res.W) for res in pair]
                 gray = max(gray, *(_gray(res.W) for res in pair))
+                counted = min(counted, *(_smallest_counted(res.W) for res in pair))
                 found += 1
-    return RankStudy(ranks, ranks.mean(axis=2), skipped, ill, gray, tuple(ns), tuple(ds), T)
+    return RankStudy(ranks, ranks.mean(axis=2), skipped, ill, gray, counted, tuple(ns),
+                     tuple(ds), T)
 
 
 def rank_panel(ax, study: RankStudy):
@@ -158,28 +170,30 @@ def plane_instance(*, seed: int = 3) -> data.Instance:
                          notes="the follow-up's visualization law", extra={"queries": Z})
 
 
-def plane_panel(ax, inst, run_W, run_KQ, fro, nuc, *, upto: int | None = None,
-                legend: bool = False):
-    """W_k z_i for the runs on W (solid) and on (K, Q) (dashed), records up to ``upto``
-    (all by default), with the rays W^mm z_i (solid gray) and W^mm_* z_i (dashed black)."""
+def plane_panel(ax, inst, run, svm, *, other=None, style: str = "-", title: str = ""):
+    """The vectors W_k z_i of one run (``run``, a trajectory with ``.W``) for each sequence i,
+    in the sequence's colour, with the rays W^mm z_i of ``svm`` (black, dotted) and of
+    ``other`` (gray, thin) when given; the window fits the paths, and the tokens are drawn."""
     Z = inst.extra["queries"]
     colors = plots.SEQUENCE_COLORS
-    end = None if upto is None else upto + 1
-    for i in range(len(Z)):
-        for run, style, name in ((run_W, "-", "on W"), (run_KQ, "--", "on (K, Q)")):
-            path = run.W[:end, 0] @ Z[i]
-            ax.plot(path[:, 0], path[:, 1], style, color=colors[i], lw=1.8,
-                    label=f"seq. {i}, GD {name}" if legend else None)
-        plots.direction(ax, fro.W @ Z[i], color="#888888", style="-", lw=1.0,
-                        label="Frobenius SVM" if legend and i == 0 else None)
-        plots.direction(ax, nuc.W @ Z[i], color=plots.BLACK, style=":", lw=1.4,
-                        label="nuclear SVM" if legend and i == 0 else None)
+    paths = [run.W[:, 0] @ Z[i] for i in range(len(Z))]
+    pts = np.concatenate(paths + [inst.X.reshape(-1, 2)])
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    pad = 0.08 * (hi - lo).max()
+    ax.set_xlim(lo[0] - pad, hi[0] + pad)
+    ax.set_ylim(lo[1] - pad, hi[1] + pad)
+    for i, path in enumerate(paths):
+        if other is not None:
+            plots.direction(ax, other.W @ Z[i], color="#999999", style="-", lw=1.0,
+                            label="the other SVM" if i == 0 else None)
+        plots.direction(ax, svm.W @ Z[i], color=plots.BLACK, style=":", lw=1.6,
+                        label="its SVM" if i == 0 else None)
+        ax.plot(path[:, 0], path[:, 1], style, color=colors[i], lw=2.2,
+                label=f"$W_k z_{i}$")
     plots.sequences(ax, inst.X, optimal=inst.optimal)
-    ax.autoscale()
-    ax.set(xlabel="first coordinate", ylabel="second coordinate",
-           title="first steps" if upto is not None else "all steps")
-    if legend:
-        ax.legend(loc="best", fontsize=7)
+    ax.set(xlabel="first coordinate", ylabel="second coordinate", title=title)
+    ax.locator_params(nbins=5)
+    ax.legend(loc="best", fontsize=7)
     return ax
 
 
@@ -256,10 +270,11 @@ class FactorStudy:
     summary : {setting: {column: value}} proportions (with "low"/"high" Wilson bounds) of
         "reach Frobenius", "reach nuclear", "closer to nuclear", and "median cos nuc";
     pair_median : median correlation of the two SVM solutions of an instance;
-    runs, checked : numbers of runs, and of runs whose selection had both SVMs certified;
-    frozen_kq : factorized (m = d) runs whose last two records are bitwise equal;
-    frozen_step : (runs,) first recorded step from which a frozen run no longer changed (nan
-        if not frozen); min_gap_frozen : smallest gap over frozen runs (inf if none);
+    runs, checked : numbers of runs, and of runs whose selection is strict (every gap > 0)
+        with both SVMs certified there;
+    gaps : {setting: (count,)} smallest logit gap of each run at the last step;
+    moved : {setting: (count,)} change of the correlation with the run's own closer SVM over
+        the last 500 steps;
     narrow : columns of the width-one runs, each (count,): "cos nuc", "bound", "nuclear rank",
         "reached" (bool);
     selections : {"W not optimal": count, "W and (K, Q) differ": count}.
@@ -269,9 +284,8 @@ class FactorStudy:
     pair_median: float
     runs: int
     checked: int
-    frozen_kq: int
-    frozen_step: np.ndarray
-    min_gap_frozen: float
+    gaps: dict
+    moved: dict
     narrow: dict
     selections: dict
 
@@ -280,82 +294,91 @@ SETTINGS = (("W, 0.01", "W", 0.01), ("(K, Q) m=d, 0.01", "d", 0.01),
             ("(K, Q) m=d, 1", "d", 1.0), ("(K, Q) m=1, 0.01", 1, 0.01))
 
 
+def _cos(A, B) -> np.ndarray:
+    """Frobenius cosines of matrices A (..., d, d) with one B (d, d)."""
+    return np.sum(A * B, axis=(-2, -1)) / np.linalg.norm(A, axis=(-2, -1)) / np.linalg.norm(B)
+
+
 def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int = 2000,
                  seed: int = 0) -> FactorStudy:
     """Normalized GD (step 0.1, eps 1e-300) on ``count`` instances of
     :func:`maxmargin.data.query_instance` (seeds 1000 + j) in the four settings of ``SETTINGS``;
     verdicts at the selection each run ranks first at the last step."""
     count = _checks.positive_int(count, "count")
+    steps = _checks.positive_int(steps, "steps", minimum=1000)
     insts = [data.query_instance(n, T, d, seed=1000 + j) for j in range(count)]
     X = np.stack([i.X for i in insts])
     Y = np.stack([i.Y for i in insts])
     v = np.stack([i.v for i in insts])
     Z = np.stack([i.extra["queries"] for i in insts])
     rng = np.random.default_rng(_checks.seed(seed))
-    runs = {}
-    for name, width, scale in SETTINGS:
-        if width == "W":
-            K0, Q0, freeze = scale * rng.standard_normal((count, d, d)), np.eye(d), True
-        else:
-            m = d if width == "d" else width
-            K0 = scale * rng.standard_normal((count, d, m))
-            Q0, freeze = scale * rng.standard_normal((count, d, m)), False
-        runs[name] = gd_KQ_stack(X, Y, v, K0, Q0, Z, steps, freeze_Q=freeze,
-                                 record_every=10, **NGD)
-    svms, rows, frozen_step, frozen_gaps = {}, {}, [], []
+    svms, rows, gaps, moved = {}, {}, {}, {}
     checked = 0
-    for name, run in runs.items():
-        res = []
+    starts = {}
+    for name, width, scale in SETTINGS:
+        m = d if width in ("W", "d") else width
+        starts[name] = (scale * rng.standard_normal((count, d, m)),
+                        np.eye(d) if width == "W" else scale * rng.standard_normal((count, d, m)))
+    # One array program per kind of run: W (Q frozen at I), the two m = d settings together
+    # (2 count instances), and m = 1.
+    both = [name for name, width, _ in SETTINGS if width == "d"]
+    batches = {"W": [n_ for n_, w_, _ in SETTINGS if w_ == "W"], "d": both,
+               "narrow": [n_ for n_, w_, _ in SETTINGS if w_ not in ("W", "d")]}
+    runs_W = {}
+    for kind, names in batches.items():
+        K0 = np.concatenate([starts[n_][0] for n_ in names])
+        Q0 = np.concatenate([np.broadcast_to(starts[n_][1], starts[n_][0].shape) for n_ in names])
+        reps = len(names)
+        run = gd_KQ_stack(np.tile(X, (reps, 1, 1, 1)), np.tile(Y, (reps, 1)), np.tile(v, (reps, 1)),
+                          K0, Q0, np.tile(Z, (reps, 1, 1)), steps, freeze_Q=kind == "W",
+                          record_every=500, **NGD)
+        W_all = run.W[-2:]                                    # (2, reps count, d, d)
+        for r, n_ in enumerate(names):
+            runs_W[n_] = (W_all[:, r * count:(r + 1) * count], run.K.shape[-1])
+    for name, width, scale in SETTINGS:
+        Ws, m = runs_W[name]
+        res, gap_row, moved_row = [], [], []
         for j in range(count):
-            Wj = run.W[-1, j]
-            sel = selection(X[j], Wj, Z[j])
+            sel = selection(X[j], Ws[-1, j], Z[j])
             key = (j, tuple(sel.alpha))
             if key not in svms:
                 svms[key] = _pair(X[j], sel.alpha, Z[j])
             fro, nuc = svms[key]
             checked += sel.gap > 0
-            cf = float(np.sum(Wj * fro.W) / np.linalg.norm(Wj) / np.linalg.norm(fro.W))
-            cn = float(np.sum(Wj * nuc.W) / np.linalg.norm(Wj) / np.linalg.norm(nuc.W))
+            cf, cn = (_cos(Ws[-2:, j], res_.W) for res_ in (fro, nuc))
             sv = np.linalg.svd(nuc.W, compute_uv=False)
-            width = run.K.shape[-1]
-            res.append((cf, cn, sel.gap, _rank(nuc.W),
-                        float(np.sqrt(np.sum(sv[:width] ** 2)) / np.linalg.norm(sv)),
-                        sel.alpha, np.array_equal(run.W[-1, j], run.W[-2, j])))
-            if name.startswith("(K, Q) m=d"):
-                same = [np.array_equal(run.W[r, j], Wj) for r in range(len(run.steps))]
-                frozen = res[-1][-1]
-                frozen_step.append(float(run.steps[int(np.argmax(same))]) if frozen else np.nan)
-                if frozen:
-                    frozen_gaps.append(sel.gap)
-        rows[name] = res
+            bound = float(np.sqrt(np.sum(sv[:m] ** 2)) / np.linalg.norm(sv))
+            res.append((float(cf[-1]), float(cn[-1]), _rank(nuc.W), bound, sel.alpha))
+            gap_row.append(sel.gap)
+            own = cn if cn[-1] > cf[-1] else cf
+            moved_row.append(float(own[-1] - own[-2]))
+        rows[name], gaps[name], moved[name] = res, np.array(gap_row), np.array(moved_row)
     summary = {}
     for name, res in rows.items():
         cf = np.array([r[0] for r in res])
         cn = np.array([r[1] for r in res])
-        row = {"reach Frobenius": (cf >= REACH) & (cf > cn), "reach nuclear": (cn >= REACH) & (cn > cf),
-               "closer to nuclear": cn > cf}
+        row = {"reach Frobenius": (cf >= REACH) & (cf > cn),
+               "reach nuclear": (cn >= REACH) & (cn > cf), "closer to nuclear": cn > cf}
         summary[name] = {}
         for col, hits in row.items():
             k = int(hits.sum())
             low, high = wilson(k, count)
             summary[name] |= {col: k / count, col + " low": low, col + " high": high}
         summary[name]["median cos nuc"] = float(np.median(cn))
-    pairs = [float(np.sum(f.W * u.W) / np.linalg.norm(f.W) / np.linalg.norm(u.W))
-             for f, u in svms.values()]
+    pairs = [float(_cos(f.W, u.W)) for f, u in svms.values()]
     narrow_rows = rows["(K, Q) m=1, 0.01"]
     narrow = {"cos nuc": np.array([r[1] for r in narrow_rows]),
-              "bound": np.array([r[4] for r in narrow_rows]),
-              "nuclear rank": np.array([r[3] for r in narrow_rows]),
+              "bound": np.array([r[3] for r in narrow_rows]),
+              "nuclear rank": np.array([r[2] for r in narrow_rows]),
               "reached": np.array([(r[1] >= REACH) & (r[1] > r[0]) for r in narrow_rows])}
     optimal = [i.optimal for i in insts]
-    sel_W = [r[5] for r in rows["W, 0.01"]]
-    sel_KQ = [r[5] for r in rows["(K, Q) m=d, 0.01"]]
+    sel_W = [r[4] for r in rows["W, 0.01"]]
+    sel_KQ = [r[4] for r in rows["(K, Q) m=d, 0.01"]]
     selections = {"W not optimal": sum(not np.array_equal(a, o) for a, o in zip(sel_W, optimal)),
-                  "W and (K, Q) differ": sum(not np.array_equal(a, b) for a, b in zip(sel_W, sel_KQ))}
-    frozen_step = np.array(frozen_step)
-    return FactorStudy(summary, float(np.median(pairs)), 4 * count, int(checked),
-                       int(np.sum(~np.isnan(frozen_step))), frozen_step,
-                       float(min(frozen_gaps, default=np.inf)), narrow, selections)
+                  "W and (K, Q) differ": sum(not np.array_equal(a, b)
+                                             for a, b in zip(sel_W, sel_KQ))}
+    return FactorStudy(summary, float(np.median(pairs)), len(SETTINGS) * count, int(checked),
+                       gaps, moved, narrow, selections)
 
 
 def summary_table(study: FactorStudy) -> str:
@@ -369,18 +392,20 @@ def summary_table(study: FactorStudy) -> str:
     return "\n".join(lines)
 
 
-def stall_comparison(inst, *, steps: int = 1500, scale: float = 0.01, seed: int = 1) -> dict:
+def stall_comparison(inst, reference, *, scale: float = 0.01, seed: int = 1) -> dict:
     """Normalized GD on (K, Q) from the starts of :func:`four_runs` with eps = 1e-12 (the
-    library's default) and eps = 1e-300: {eps label: {"smallest gap", "cos nuc"}} at the end."""
+    library's default), against ``reference``, the run of :func:`four_runs` with eps = 1e-300
+    (``ngd_KQ``), for as many steps: {eps label: {"smallest gap", "cos nuc"}} at the end, each
+    at its own selection."""
     n, T, d = inst.X.shape
     Z = inst.extra["queries"]
     rng = np.random.default_rng(_checks.seed(seed))
     _, K0, Q0 = (scale * rng.standard_normal((d, d)) for _ in range(3))
+    run = gd_KQ(inst.X, inst.Y, inst.v, K0, Q0, Z, int(reference.steps[-1]), 0.1,
+                normalized=True, eps=1e-12, record_every=None)
     out = {}
-    for label, eps in (("eps 1e-12", 1e-12), ("eps 1e-300", 1e-300)):
-        run = gd_KQ(inst.X, inst.Y, inst.v, K0, Q0, Z, steps, 0.1, normalized=True, eps=eps,
-                    record_every=None)
-        sel = selection(inst.X, run.W[-1, 0], Z)
+    for label, W in (("eps 1e-12", run.W[-1, 0]), ("eps 1e-300", reference.W[-1, 0])):
+        sel = selection(inst.X, W, Z)
         nuc = w_svm(inst.X, sel.alpha, queries=Z, norm="nuclear")
-        out[label] = {"smallest gap": sel.gap, "cos nuc": float(run.cosine(nuc.W)[-1, 0])}
+        out[label] = {"smallest gap": sel.gap, "cos nuc": float(_cos(W, nuc.W))}
     return out
