@@ -7,6 +7,7 @@ settings, tabulates them, and draws them.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -47,7 +48,7 @@ def selection(X, W, queries) -> Selected:
     return Selected(alpha, float(gaps.min()))
 
 
-def wilson(k, n, *, z: float = 1.959964):
+def wilson(k, n, *, z: float = 1.959963984540054):
     """95% Wilson score interval [low, high] for the proportion k / n."""
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
@@ -409,3 +410,49 @@ def stall_comparison(inst, reference, *, scale: float = 0.01, seed: int = 1) -> 
         nuc = w_svm(inst.X, sel.alpha, queries=Z, norm="nuclear")
         out[label] = {"smallest gap": sel.gap, "cos nuc": float(_cos(W, nuc.W))}
     return out
+
+
+@lru_cache(maxsize=64)
+def _width_run(seed: int, m: int, scale: float, steps: int):
+    inst = data.query_instance(6, 8, 10, seed=seed)
+    Z = inst.extra["queries"]
+    rng = np.random.default_rng(1)
+    K0, Q0 = (scale * rng.standard_normal((10, m)) for _ in range(2))
+    run = gd_KQ(inst.X, inst.Y, inst.v, K0, Q0, Z, steps, record_every=10, **NGD)
+    fro, nuc = _pair(inst.X, selection(inst.X, run.W[-1, 0], Z).alpha, Z)
+    return run, fro, nuc
+
+
+def width_panel(ax, *, m: int = 10, scale: float = 0.01, steps: int = 1000, seed: int = 4):
+    """Explorer panel: normalized GD on (K, Q) of width ``m`` from ``scale`` times Gaussian
+    factors on ``query_instance(6, 8, 10, seed)`` (chapter 7's instance): the correlation with
+    the nuclear (vermillion) and the Frobenius (blue) SVM at the selection reached, against
+    the step, and the bound of the best rank-m approximation of the nuclear solution (dotted).
+    Returns the final correlations (nuclear, Frobenius) and the bound."""
+    m = _checks.positive_int(m, "m")
+    scale = _checks.positive_float(scale, "scale")
+    run, fro, nuc = _width_run(int(seed), m, float(scale), int(steps))
+    sv = np.linalg.svd(nuc.W, compute_uv=False)
+    bound = float(np.sqrt(np.sum(sv[:m] ** 2)) / np.linalg.norm(sv))
+    k = run.steps[1:]
+    c_nuc, c_fro = run.cosine(nuc.W)[1:, 0], run.cosine(fro.W)[1:, 0]
+    ax.plot(k, c_nuc, color=plots.VERMILLION, label="nuclear SVM")
+    ax.plot(k, c_fro, color=plots.BLUE, label="Frobenius SVM")
+    ax.axhline(bound, color=plots.BLACK, ls=":", lw=1.2, label=f"rank-{m} bound")
+    ax.set(xscale="log", ylim=(0.0, 1.02), xlabel="step k", ylabel="correlation",
+           title=f"m = {m}, start scale {scale:g}: nuclear {c_nuc[-1]:.3f}")
+    ax.legend(loc="lower right", fontsize=7)
+    return float(c_nuc[-1]), float(c_fro[-1]), bound
+
+
+def width_explorer(*, steps: int = 1000):
+    """Live explorer: sliders for the factor width m and the start scale (log)."""
+    import ipywidgets
+
+    def draw(ax, m, scale):
+        width_panel(ax, m=m, scale=scale, steps=steps)
+
+    return live(draw, width=5.5, height=4.0,
+                m=ipywidgets.IntSlider(value=10, min=1, max=10, description="m"),
+                scale=ipywidgets.FloatLogSlider(value=0.01, base=10, min=-3, max=0.5,
+                                                step=0.5, description="scale"))
