@@ -405,7 +405,7 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
             dlogits *= weights[:, None, :]
             A = torch.einsum("ntb,bntd->bdn", dlogits, Xt)    # dL/dW = A Z, (M, d, n)
             grad_K = A @ C.transpose(1, 2)                    # (M, d, m)
-            grad_Q = ZtT @ (A.transpose(1, 2) @ K)            # (M, d, m)
+            grad_Q = torch.matmul(ZtT, A.transpose(1, 2) @ K)  # (M, d, m): G^T K per instance
             if reg > 0:
                 penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(M, 1, 1)
                 grad_K = grad_K + penalty * K
