@@ -614,6 +614,12 @@ MUTANTS = [
            "2.0 * reg * scale.reshape(B, 1, 1)",
            "2.0 * reg * torch.ones_like(scale).reshape(B, 1, 1)",
            ("test_keyquery.py",)),
+    Mutant("svm.py", "nuclear polish: LAPACK's LinAlgError escapes from w_svm",
+           "        except np.linalg.LinAlgError:  # LAPACK's SVD failed: a diverging iteration\n"
+           "            return None\n",
+           "        except ZeroDivisionError:\n"
+           "            return None\n",
+           ("test_nuclear_svm.py",)),
     Mutant("keyquery.py", "gd_KQ_stack: freeze_Q ignored (Q trained anyway)",
            "            if not freeze_Q:\n",
            "            if True:\n",
