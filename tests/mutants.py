@@ -620,6 +620,10 @@ MUTANTS = [
            "        except ZeroDivisionError:\n"
            "            return None\n",
            ("test_nuclear_svm.py",)),
+    Mutant("keyquery.py", "penalty_path: the penalty on K only",
+           "        penalty = (Kt ** 2).sum() + (0.0 if freeze_Q else (Qt ** 2).sum())\n",
+           "        penalty = (Kt ** 2).sum()\n",
+           ("test_keyquery.py",)),
     Mutant("keyquery.py", "gd_KQ_stack: freeze_Q ignored (Q trained anyway)",
            "            if not freeze_Q:\n",
            "            if True:\n",

@@ -422,3 +422,167 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
         risks = np.mean(loss.value(margins), axis=1)
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
                         _readonly(record))
+
+
+@dataclass(frozen=True)
+class PenaltyPath:
+    """Stationary points of the penalized risk L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2), one per
+    penalty ``lam`` (:func:`penalty_path`). The arrays are read-only.
+
+    Attributes
+    ----------
+    penalties : (k,) the penalties lam, decreasing.
+    K, Q : (k, d, m) the factors found.
+    risk : (k,) L(K Q^T), without the penalty.
+    stationarity : (k,) ||grad F|| / ||grad of the penalty||, the relative size of the penalized
+        gradient (0 at an exact stationary point; the loss's and the penalty's gradients cancel).
+    freeze_Q : whether Q was held at Q0 (then the penalty's Q part is a constant).
+    iterations : (k,) L-BFGS iterations spent on each penalty.
+    W : (property) (k, d, d) the products K Q^T.
+
+    Method ``cosine(direction)``: (k,) Frobenius cosines of W with a (d, d) matrix.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> path = mm.penalty_path(X, [1.0], [1.0, 0.5], np.eye(2), np.eye(2), [1.0, 0.0],
+    ...                        [1e-2, 1e-3])
+    >>> path.K.shape, bool(np.all(path.stationarity < 1e-6))
+    ((2, 2, 2), True)
+    """
+
+    penalties: np.ndarray
+    K: np.ndarray
+    Q: np.ndarray
+    risk: np.ndarray
+    stationarity: np.ndarray
+    freeze_Q: bool
+    iterations: np.ndarray
+
+    @property
+    def W(self) -> np.ndarray:
+        """(k, d, d) the products K Q^T."""
+        return self.K @ np.swapaxes(self.Q, -1, -2)
+
+    def cosine(self, direction) -> np.ndarray:
+        """(k,) Frobenius cosine of each W = K Q^T with ``direction`` (d, d) (see
+        :func:`~maxmargin.cosine`)."""
+        d = self.K.shape[-2]
+        u = _checks.as_float_array(direction, "direction")
+        if u.size != d * d:
+            raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
+        flat = self.W.reshape(len(self.penalties), -1)
+        return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
+
+
+def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "logistic",
+                 freeze_Q: bool = False, gtol: float = 1e-9,
+                 max_iter: int = 20000) -> PenaltyPath:
+    """The regularization path of the factorized attention in penalized form: for each penalty
+    lam, a stationary point of F(K, Q) = L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2).
+
+    The logits are x_it^T K Q^T z_i as in :func:`gd_KQ`. The penalties are visited from the
+    largest to the smallest, each started from the previous solution (the first from (K0, Q0)),
+    and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. Each answer
+    is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)||, so a caller can refuse
+    points that are not stationary. L-BFGS finds a local minimizer, not necessarily the global
+    one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
+    penalty lam ||W||_F^2 (the Frobenius-norm path, in penalized form).
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    K0, Q0 : (d, m) the start of the first (largest) penalty.
+    queries : (n, d) the query z_i of each sequence, or (d,) one query shared by all.
+    penalties : (k,) positive finite penalties lam, in any order (visited decreasing).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    freeze_Q : keyword-only, keep Q at Q0 (default False).
+    gtol : keyword-only, L-BFGS's tolerance on the projected gradient, relative to the
+        penalty's gradient at the start of each penalty (default 1e-9).
+    max_iter : keyword-only, iterations of L-BFGS per penalty, an integer >= 1 (default 20000).
+
+    Returns
+    -------
+    PenaltyPath : the factors, risks and stationarity, one per penalty (decreasing).
+
+    Raises
+    ------
+    ValueError : bad data (as in :func:`gd_KQ`; K0 or Q0 not (d, m) of one width m >= 1), a
+        penalty not finite and > 0, an empty ``penalties``, ``gtol`` not a finite positive
+        number, or ``max_iter`` < 1.
+    TypeError : a non-numeric array, ``freeze_Q`` not a bool, ``max_iter`` not an integer, or
+        ``loss`` neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    The path of W (``freeze_Q=True``, Q0 = I) for one sequence and the query (1, 0) turns toward
+    the W-SVM direction (1/2, -1/2) p^T as the penalty vanishes:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> path = mm.penalty_path(X, [1.0], [1.0, 0.5], np.zeros((2, 2)), np.eye(2), [1.0, 0.0],
+    ...                        [1e-1, 1e-3], freeze_Q=True)
+    >>> W_mm = mm.w_svm(X, [0], queries=[1.0, 0.0]).W
+    >>> np.round(path.cosine(W_mm), 4)
+    array([1., 1.])
+    """
+    from scipy.optimize import minimize
+
+    prob = problem(X, Y, v)
+    X, gamma = prob.X, prob.scores
+    n, T, d = prob.shape
+    K = _checks.finite(_checks.as_float_array(K0, "K0"), "K0")
+    Q = _checks.finite(_checks.as_float_array(Q0, "Q0"), "Q0")
+    if K.ndim != 2 or K.shape[0] != d or K.shape[1] < 1:
+        raise ValueError(f"K0: expected shape ({d}, m) with m >= 1, got {K.shape}")
+    if Q.shape != K.shape:
+        raise ValueError(f"Q0: expected the shape {K.shape} of K0, got {Q.shape}")
+    Z = _checks.queries(queries, n, d)
+    lams = _checks.as_float_array(penalties, "penalties").reshape(-1)
+    if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
+        raise ValueError(f"penalties: expected finite numbers > 0, got {lams}")
+    lams = np.sort(lams)[::-1]
+    _, _, loss = _settings(1, 1.0, loss)
+    freeze_Q = _checks.flag(freeze_Q, "freeze_Q")
+    gtol = _checks.positive_float(gtol, "gtol")
+    max_iter = _checks.positive_int(max_iter, "max_iter")
+    return _penalty_path(X, gamma, Z, K.copy(), Q.copy(), lams, loss, freeze_Q, gtol, max_iter,
+                         minimize)
+
+
+def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
+                  minimize) -> PenaltyPath:
+    """The loop of :func:`penalty_path` on validated inputs."""
+    d, m = K.shape
+    Xt, Gt, Zt = (_kernels.tensor(a) for a in (X, gamma, Z))
+    Q_fixed = _kernels.tensor(Q)
+
+    def objective(theta, lam):
+        t = _kernels.tensor(theta).requires_grad_(True)
+        Kt = t[: d * m].reshape(d, m)
+        Qt = Q_fixed if freeze_Q else t[d * m:].reshape(d, m)
+        s = torch.softmax(torch.einsum("ntd,de,ne->nt", Xt, Kt @ Qt.T, Zt), dim=-1)
+        risk = torch.mean(loss.torch_value(torch.sum(s * Gt, dim=-1)))
+        penalty = (Kt ** 2).sum() + (0.0 if freeze_Q else (Qt ** 2).sum())
+        total = risk + lam * penalty
+        (grad,) = torch.autograd.grad(total, t)
+        return (float(total.detach()), grad.numpy().copy(), float(risk.detach()),
+                float(2 * lam * penalty.detach().sqrt()))
+
+    Ks, Qs, risks, stat, iterations = [], [], [], [], []
+    theta = K.ravel() if freeze_Q else np.concatenate([K.ravel(), Q.ravel()])
+    for lam in lams:
+        with _kernels.threads_for(X.size):   # one thread: tiny tensors, many calls
+            scale = max(objective(theta, lam)[3], 1e-300)
+            res = minimize(lambda th: objective(th, lam)[:2], theta, jac=True,
+                           method="L-BFGS-B", options=dict(maxiter=max_iter, maxfun=2 * max_iter,
+                                                           gtol=gtol * scale, ftol=0.0))
+            theta = res.x
+            _, grad, risk, pen_grad = objective(theta, lam)
+        iterations.append(int(res.nit))
+        Ks.append(theta[: d * m].reshape(d, m))
+        Qs.append(Q.copy() if freeze_Q else theta[d * m:].reshape(d, m))
+        risks.append(risk)
+        stat.append(float(np.linalg.norm(grad)) / max(pen_grad, 1e-300))
+    return PenaltyPath(_readonly(lams.copy()), _readonly(np.array(Ks)), _readonly(np.array(Qs)),
+                       _readonly(np.array(risks)), _readonly(np.array(stat)), freeze_Q,
+                       _readonly(np.array(iterations)))

@@ -499,3 +499,71 @@ def test_gd_KQ_stack_refuses_bad_inputs_naming_them():
     for name, call in cases.items():
         with pytest.raises((ValueError, TypeError), match=f"^{name}"):
             call()
+
+
+# ----------------------------------------------------------------------------------------------
+# penalty_path: stationary points of L(K Q^T) + lam (||K||^2 + ||Q||^2)
+# ----------------------------------------------------------------------------------------------
+
+
+def _penalized_fd_gradient(X, Y, v, Z, K, Q, lam, freeze_Q, h=1e-6):
+    """Central differences of F(K, Q) = risk_W(K Q^T) + lam (||K||^2 + ||Q||^2), the risk
+    from ``mm.risk_W`` (numpy, not the torch autograd of ``penalty_path``)."""
+    def F(Kx, Qx):
+        pen = np.sum(Kx ** 2) + (0.0 if freeze_Q else np.sum(Qx ** 2))
+        return float(mm.risk_W(X, Y, v, Kx @ Qx.T, Z)) + lam * pen
+    grads = []
+    for which in ((0,) if freeze_Q else (0, 1)):
+        A = (K, Q)[which]
+        g = np.zeros_like(A)
+        for idx in np.ndindex(A.shape):
+            E = np.zeros_like(A)
+            E[idx] = h
+            args_p = (K + E, Q) if which == 0 else (K, Q + E)
+            args_m = (K - E, Q) if which == 0 else (K, Q - E)
+            g[idx] = (F(*args_p) - F(*args_m)) / (2 * h)
+        grads.append(g)
+    return np.concatenate([g.ravel() for g in grads])
+
+
+@pytest.mark.parametrize("freeze_Q", [False, True])
+def test_penalty_path_returns_stationary_points_by_finite_differences(freeze_Q):
+    """At every returned point the penalized gradient, by central differences of a numpy risk,
+    is small against the penalty's own gradient 2 lam (K, Q), and the reported stationarity
+    agrees. Bugs caught: the penalty on K only (or on Q when frozen), lam (instead of 2 lam) in
+    the stationarity's scale, a path that returns its starts."""
+    inst = mm.data.query_instance(3, 4, 3, seed=1)
+    Z = inst.extra["queries"]
+    rng = np.random.default_rng(2)
+    Q0 = np.eye(3) if freeze_Q else 0.5 * rng.standard_normal((3, 3))
+    path = mm.penalty_path(inst.X, inst.Y, inst.v, 0.5 * rng.standard_normal((3, 3)), Q0, Z,
+                           [1e-2, 1e-3], freeze_Q=freeze_Q)
+    assert path.penalties.tolist() == [1e-2, 1e-3]
+    for j, lam in enumerate(path.penalties):
+        K, Q = path.K[j], path.Q[j]
+        fd = _penalized_fd_gradient(inst.X, inst.Y, inst.v, Z, K, Q, lam, freeze_Q)
+        pen = 2 * lam * np.sqrt(np.sum(K ** 2) + (0.0 if freeze_Q else np.sum(Q ** 2)))
+        # finite differences with h = 1e-6 on values ~1: error ~1e-10 / 1e-6 = 1e-4 of 1
+        assert np.linalg.norm(fd) < 1e-3 * pen + 1e-8, (j, np.linalg.norm(fd), pen)
+        assert path.stationarity[j] < 1e-5, path.stationarity
+        assert np.linalg.norm(K) > 0.1                      # moved away from 0
+    if freeze_Q:
+        np.testing.assert_array_equal(path.Q, np.broadcast_to(np.eye(3), path.Q.shape))
+
+
+def test_penalty_path_refuses_bad_inputs_naming_them():
+    """Bug caught: a zero or negative penalty (no minimizer, or a maximization) accepted."""
+    X, Y, v, Z = instance(70)
+    d = X.shape[-1]
+    K0 = np.zeros((d, 2))
+    cases = {
+        "penalties": lambda: mm.penalty_path(X, Y, v, K0, K0, Z, [1e-2, 0.0]),
+        "K0": lambda: mm.penalty_path(X, Y, v, np.zeros((d + 1, 2)), K0, Z, [1e-2]),
+        "Q0": lambda: mm.penalty_path(X, Y, v, K0, np.zeros((d, 3)), Z, [1e-2]),
+        "queries": lambda: mm.penalty_path(X, Y, v, K0, K0, Z[:, :1], [1e-2]),
+        "gtol": lambda: mm.penalty_path(X, Y, v, K0, K0, Z, [1e-2], gtol=0.0),
+        "max_iter": lambda: mm.penalty_path(X, Y, v, K0, K0, Z, [1e-2], max_iter=0),
+    }
+    for name, call in cases.items():
+        with pytest.raises((ValueError, TypeError), match=f"^{name}"):
+            call()
