@@ -456,3 +456,19 @@ def width_explorer(*, steps: int = 1000):
                 m=ipywidgets.IntSlider(value=10, min=1, max=10, description="m"),
                 scale=ipywidgets.FloatLogSlider(value=0.01, base=10, min=-3, max=0.5,
                                                 step=0.5, description="scale"))
+
+
+def path_table(inst, paths: dict) -> dict:
+    """For each named :class:`~maxmargin.PenaltyPath` on ``inst`` (with ``extra["queries"]``):
+    the correlations of every point with both W-SVMs at the selection the path's last point
+    ranks first, the smallest logit gap of every point, and the stationarity."""
+    Z = inst.extra["queries"]
+    out = {}
+    for name, path in paths.items():
+        fro, nuc = _pair(inst.X, selection(inst.X, path.W[-1], Z).alpha, Z)
+        out[name] = {"penalty": path.penalties.tolist(),
+                     "cos fro": path.cosine(fro.W).tolist(),
+                     "cos nuc": path.cosine(nuc.W).tolist(),
+                     "gap": [round(selection(inst.X, W, Z).gap, 4) for W in path.W],
+                     "stationarity": path.stationarity.tolist()}
+    return out
