@@ -20,7 +20,7 @@ from .heads import (
     MLPHead, OptimalSets, SetDirection, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
     optimal_sets, set_direction, set_offset,
 )
-from .keyquery import KQTrajectory, gd_KQ
+from .keyquery import KQTrajectory, PenaltyPath, gd_KQ, gd_KQ_stack, penalty_path
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, LOSSES, Loss, get_loss
 from .model import (
     attention, excess_risk, keys, logits, optimal_risk, predict, risk, risk_grad, risk_grad_v, risk_grad_W, risk_W, scores,
@@ -58,7 +58,7 @@ __all__ = [
     "feasible_selections", "locally_optimal_indices", "selection_census", "Selection",
     "SelectionCensus", "trap_sets", "TrapSet",
     # gradient descent (train; keyquery: on the factors K, Q of W = K Q^T)
-    "gd", "gd_stack", "gd_W", "gd_KQ", "gd_joint", "cosine", "Trajectory",
+    "gd", "gd_stack", "gd_W", "gd_KQ", "gd_KQ_stack", "penalty_path", "PenaltyPath", "gd_joint", "cosine", "Trajectory",
     "StackTrajectory", "WTrajectory", "KQTrajectory", "JointTrajectory",
     # regularization paths (paths) and nonlinear heads (heads)
     "regularization_path", "local_regularization_path", "RegularizationPath", "MLPHead",

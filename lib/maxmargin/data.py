@@ -492,3 +492,50 @@ def gaussian_instance(n: int, T: int, d: int, seed: int) -> Instance:
     Y = rng.choice([-1.0, 1.0], size=n)
     v = rng.standard_normal(d)
     return Instance(f"gaussian-n{n}-T{T}-d{d}-seed{seed}", X, Y, v, None, np.zeros((1, d)))
+
+
+def query_instance(n: int, T: int, d: int, seed: int) -> Instance:
+    """A seeded instance with one query per sequence, drawn as in the follow-up paper's experiments.
+
+    Tokens x_it and queries z_i are Gaussian vectors scaled to unit norm, the head v is a random
+    unit vector and the labels are random signs. The queries are ``extra["queries"]`` (n, d):
+    the logits are x_it^T W z_i (see :func:`maxmargin.gd_W`, :func:`maxmargin.w_svm`).
+
+    Parameters
+    ----------
+    n, T, d : the shape, integers n >= 1, T >= 2, d >= 1.
+    seed : integer >= 0, the seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    Instance : named "query-n<n>-T<T>-d<d>-seed<seed>", W None, ``p0`` = [0], and
+        ``extra = {"queries": (n, d) array}``.
+
+    Raises
+    ------
+    ValueError : n < 1, T < 2, d < 1, seed < 0, or tokens above 2 GiB (naming n).
+    TypeError : n, T, d or seed is not an integer (a bool included).
+
+    Examples
+    --------
+    >>> inst = mm.data.query_instance(3, 4, 5, seed=0)
+    >>> inst.shape, inst.extra["queries"].shape
+    ((3, 4, 5), (3, 5))
+    >>> bool(np.allclose(np.linalg.norm(inst.X, axis=-1), 1.0))  # unit-norm tokens
+    True
+    """
+    n = _checks.positive_int(n, "n")
+    T = _checks.positive_int(T, "T", minimum=2)
+    d = _checks.positive_int(d, "d")
+    rng = np.random.default_rng(_checks.seed(seed))
+    _checks.affordable("n", n, 0.0, 8.0 * n * T * d, "drawing the tokens")
+    X = rng.standard_normal((n, T, d))
+    X /= np.linalg.norm(X, axis=-1, keepdims=True)
+    Z = rng.standard_normal((n, d))
+    Z /= np.linalg.norm(Z, axis=-1, keepdims=True)
+    v = rng.standard_normal(d)
+    v /= np.linalg.norm(v)
+    Y = rng.choice([-1.0, 1.0], size=n)
+    return Instance(f"query-n{n}-T{T}-d{d}-seed{seed}", X, Y, v, None, np.zeros((1, d)),
+                    notes="unit-norm Gaussian tokens and queries, unit head, random labels",
+                    extra={"queries": Z})

@@ -275,3 +275,327 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                 raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
                         _readonly(record))
+
+
+def _stack_factor(A, M: int, d: int, name: str) -> np.ndarray:
+    """A start of a factor for a stack of M instances: (d, m) shared or (M, d, m), as (M, d, m)."""
+    A = _checks.as_float_array(A, name)
+    if A.ndim == 2:
+        A = np.broadcast_to(A, (M,) + A.shape)
+    if A.ndim != 3 or A.shape[:2] != (M, d):
+        raise ValueError(f"{name}: expected shape ({d}, m) or ({M}, {d}, m), got {A.shape}")
+    if A.shape[2] < 1:
+        raise ValueError(f"{name}: the factor width m must be >= 1, got shape {A.shape}")
+    return _checks.finite(A, name).copy()
+
+
+def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
+                loss: str | Loss = "logistic", normalized: bool = False, eps: float = 1e-12,
+                reg: float = 0.0, freeze_Q: bool = False,
+                record_every: int | None = 1) -> KQTrajectory:
+    """Gradient descent on the factors (K, Q) of W = K Q^T for a stack of M instances, one run each.
+
+    Run ``j`` is exactly ``gd_KQ(X[j], Y[j], v[j], K0[j], Q0[j], queries[j], ...)`` (each
+    instance's risk is the mean over its own n sequences, and a normalized step divides each
+    factor's gradient by that run's own norm), computed as one array program, so that a study
+    over many random instances costs about as much as one run. With ``freeze_Q=True`` only K
+    moves: from Q0 = I (d, d) this is gradient descent on W = K, i.e. :func:`gd_W`.
+
+    Parameters
+    ----------
+    X : (M, n, T, d) tokens of M instances.
+    Y : (M, n) labels in {-1, +1}.
+    v : (M, d) heads, or (d,) shared.
+    K0, Q0 : (M, d, m) one start per instance, or (d, m) shared (the same m >= 1).
+    queries : (M, n, d) the query z_i of each sequence of each instance.
+    steps, lr : number of iterations (an integer >= 1) and step size (> 0).
+    loss, normalized, eps, reg : keyword-only, as in :func:`gd_KQ`.
+    freeze_Q : keyword-only, keep Q at Q0 and train K only (default False).
+    record_every : keyword-only, as in :func:`gd` (default 1).
+
+    Returns
+    -------
+    KQTrajectory : the recorded factors and risks, with the instance axis as the batch axis:
+        ``K``, ``Q`` are (R, M, d, m), ``risk`` (R, M).
+
+    Raises
+    ------
+    ValueError : bad data (X not (M, n, T, d) with M, n, d >= 1 and T >= 2, Y not (M, n) or a
+        label other than -1 and +1, v neither (d,) nor (M, d), K0 or Q0 neither (d, m) nor
+        (M, d, m) with m >= 1 or of different widths, queries not (M, n, d), NaN or inf), the
+        settings as in :func:`gd_KQ`, or a gradient or iterate that is not finite in float64
+        (naming the step and the likely cause).
+    TypeError : a non-numeric array, or settings of the wrong type, as in :func:`gd_KQ`.
+
+    Examples
+    --------
+    Two instances, the second with its tokens swapped: each run is the run of :func:`gd_KQ` on
+    its own instance.
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> Xs, Zs = np.stack([X, X[:, ::-1]]), np.ones((2, 1, 2))
+    >>> K0, Q0 = 0.1 * np.eye(2), 0.2 * np.eye(2)
+    >>> stack = mm.gd_KQ_stack(Xs, np.ones((2, 1)), [1.0, 0.5], K0, Q0, Zs, 50, 0.1,
+    ...                        normalized=True)
+    >>> one = mm.gd_KQ(X[:, ::-1], [1.0], [1.0, 0.5], K0, Q0, Zs[1], 50, 0.1, normalized=True)
+    >>> stack.K.shape, bool(np.allclose(stack.W[:, 1], one.W[:, 0]))
+    ((51, 2, 2, 2), True)
+    """
+    X = _checks.as_float_array(X, "X")
+    if X.ndim != 4:
+        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
+    M, n, T, d = X.shape
+    if M < 1:
+        raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
+    _checks.token_shape(X.shape[1:], "X")
+    Y = _checks.as_float_array(Y, "Y")
+    if Y.shape != (M, n):
+        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
+    v = _checks.batched_vector(v, d, "v")
+    if v.shape not in ((d,), (M, d)):
+        raise ValueError(f"v: expected shape ({d},) or ({M}, {d}), got {v.shape}")
+    v = np.broadcast_to(v, (M, d))
+    problems = [problem(X[j], Y[j], v[j]) for j in range(M)]  # each instance once
+    gamma = np.stack([prob.scores for prob in problems])     # (M, n, T)
+    X = np.stack([prob.X for prob in problems])
+    Z = _checks.as_float_array(queries, "queries")
+    if Z.shape != (M, n, d):
+        raise ValueError(f"queries: expected shape ({M}, {n}, {d}), got {Z.shape}")
+    Z = _checks.finite(Z, "queries")
+    K = _stack_factor(K0, M, d, "K0")
+    Q = _stack_factor(Q0, M, d, "Q0")
+    if Q.shape[2] != K.shape[2]:
+        raise ValueError(f"Q0: width m = {Q.shape[2]} differs from K0's m = {K.shape[2]} (the "
+                         f"factors of W = K Q^T need the same m), got shapes {K.shape} and {Q.shape}")
+    steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
+    normalized = _checks.flag(normalized, "normalized")
+    freeze_Q = _checks.flag(freeze_Q, "freeze_Q")
+    reg = _checks.real(reg, "reg", minimum=0.0)
+    m = K.shape[2]
+    _affordable_descent(steps, _record_count(steps, record_every), M,
+                        n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + n + 1, n * T)
+    record = _record_steps(steps, record_every)
+    return _descend_KQ_stack(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, freeze_Q,
+                             record)
+
+
+def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg, freeze_Q,
+                      record) -> KQTrajectory:
+    """The torch loop of :func:`gd_KQ_stack` on validated inputs: X (M, n, T, d), scores gamma
+    (M, n, T), queries Z (M, n, d), starts K0, Q0 (M, d, m), recorded steps ``record`` (R,).
+    The run axis b is the instance axis."""
+    M, n, T, d = X.shape
+    m = K0.shape[2]
+    R = len(record)
+    Ks, Qs = np.empty((R, M, d, m)), np.empty((R, M, d, m))
+    margins = np.empty((R, n, M))
+    G = _kernels.tensor(np.moveaxis(gamma, 0, -1))          # (n, T, M)
+    Xt, Zt = _kernels.tensor(X), _kernels.tensor(Z)          # (M, n, T, d), (M, n, d)
+    ZtT = Zt.transpose(1, 2).contiguous()                    # (M, d, n)
+    K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (M, d, m)
+    start = dict(start="K0, Q0",
+                 start_logits=lambda: np.einsum("bntd,bde,bne->bnt", X,
+                                                K0 @ np.swapaxes(Q0, 1, 2), Z),
+                 sizes=(_largest(X), _largest(Z)))
+    r = 0
+    with _kernels.threads_for(n * T * M):
+        for k in range(steps + 1):
+            C = Q.transpose(1, 2) @ ZtT                      # (M, m, n): Q^T z_i
+            U = K @ C                                         # (M, d, n): u_i = K Q^T z_i
+            logits = torch.einsum("bntd,bdn->ntb", Xt, U)     # (n, T, M)
+            shift, top = torch.max(logits, dim=1, keepdim=True)
+            s = _kernels.softmax_tokens_(logits.contiguous(), shift)
+            margin, deviation = _kernels.margins(s, G, top)
+            if record[r] == k:
+                Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
+                r += 1
+            if k == steps:
+                break
+            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
+            if weights is None:
+                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
+            dlogits = torch.mul(s, deviation, out=s)
+            dlogits *= weights[:, None, :]
+            A = torch.einsum("ntb,bntd->bdn", dlogits, Xt)    # dL/dW = A Z, (M, d, n)
+            grad_K = A @ C.transpose(1, 2)                    # (M, d, m)
+            grad_Q = torch.matmul(ZtT, A.transpose(1, 2) @ K)  # (M, d, m): G^T K per instance
+            if reg > 0:
+                penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(M, 1, 1)
+                grad_K = grad_K + penalty * K
+                grad_Q = grad_Q + penalty * Q
+            if not (bool(torch.isfinite(grad_K).all()) and bool(torch.isfinite(grad_Q).all())):
+                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
+            K_next = K - lr * _factor_step(grad_K, normalized, eps, scale)
+            if not freeze_Q:
+                Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
+            K = K_next
+            if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
+                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
+    with np.errstate(over="ignore"):
+        risks = np.mean(loss.value(margins), axis=1)
+    return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
+                        _readonly(record))
+
+
+@dataclass(frozen=True)
+class PenaltyPath:
+    """Stationary points of the penalized risk L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2), one per
+    penalty ``lam`` (:func:`penalty_path`). The arrays are read-only.
+
+    Attributes
+    ----------
+    penalties : (k,) the penalties lam, decreasing.
+    K, Q : (k, d, m) the factors found.
+    risk : (k,) L(K Q^T), without the penalty.
+    stationarity : (k,) ||grad F|| / ||grad of the penalty||, the relative size of the penalized
+        gradient (0 at an exact stationary point; the loss's and the penalty's gradients cancel).
+    freeze_Q : whether Q was held at Q0 (then the penalty's Q part is a constant).
+    iterations : (k,) L-BFGS iterations spent on each penalty.
+    W : (property) (k, d, d) the products K Q^T.
+
+    Method ``cosine(direction)``: (k,) Frobenius cosines of W with a (d, d) matrix.
+
+    Examples
+    --------
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> path = mm.penalty_path(X, [1.0], [1.0, 0.5], np.eye(2), np.eye(2), [1.0, 0.0],
+    ...                        [1e-2, 1e-3])
+    >>> path.K.shape, bool(np.all(path.stationarity < 1e-6))
+    ((2, 2, 2), True)
+    """
+
+    penalties: np.ndarray
+    K: np.ndarray
+    Q: np.ndarray
+    risk: np.ndarray
+    stationarity: np.ndarray
+    freeze_Q: bool
+    iterations: np.ndarray
+
+    @property
+    def W(self) -> np.ndarray:
+        """(k, d, d) the products K Q^T."""
+        return self.K @ np.swapaxes(self.Q, -1, -2)
+
+    def cosine(self, direction) -> np.ndarray:
+        """(k,) Frobenius cosine of each W = K Q^T with ``direction`` (d, d) (see
+        :func:`~maxmargin.cosine`)."""
+        d = self.K.shape[-2]
+        u = _checks.as_float_array(direction, "direction")
+        if u.size != d * d:
+            raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
+        flat = self.W.reshape(len(self.penalties), -1)
+        return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
+
+
+def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "logistic",
+                 freeze_Q: bool = False, gtol: float = 1e-9,
+                 max_iter: int = 20000) -> PenaltyPath:
+    """The regularization path of the factorized attention in penalized form: for each penalty
+    lam, a stationary point of F(K, Q) = L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2).
+
+    The logits are x_it^T K Q^T z_i as in :func:`gd_KQ`. The penalties are visited from the
+    largest to the smallest, each started from the previous solution (the first from (K0, Q0)),
+    and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. Each answer
+    is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)||, so a caller can refuse
+    points that are not stationary. L-BFGS finds a local minimizer, not necessarily the global
+    one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
+    penalty lam ||W||_F^2 (the Frobenius-norm path, in penalized form).
+
+    Parameters
+    ----------
+    X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
+    K0, Q0 : (d, m) the start of the first (largest) penalty.
+    queries : (n, d) the query z_i of each sequence, or (d,) one query shared by all.
+    penalties : (k,) positive finite penalties lam, in any order (visited decreasing).
+    loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
+    freeze_Q : keyword-only, keep Q at Q0 (default False).
+    gtol : keyword-only, L-BFGS's tolerance on the projected gradient, relative to the
+        penalty's gradient at the start of each penalty (default 1e-9).
+    max_iter : keyword-only, iterations of L-BFGS per penalty, an integer >= 1 (default 20000).
+
+    Returns
+    -------
+    PenaltyPath : the factors, risks and stationarity, one per penalty (decreasing).
+
+    Raises
+    ------
+    ValueError : bad data (as in :func:`gd_KQ`; K0 or Q0 not (d, m) of one width m >= 1), a
+        penalty not finite and > 0, an empty ``penalties``, ``gtol`` not a finite positive
+        number, or ``max_iter`` < 1.
+    TypeError : a non-numeric array, ``freeze_Q`` not a bool, ``max_iter`` not an integer, or
+        ``loss`` neither a string nor a ``Loss``.
+
+    Examples
+    --------
+    The path of W (``freeze_Q=True``, Q0 = I) for one sequence and the query (1, 0) turns toward
+    the W-SVM direction (1/2, -1/2) p^T as the penalty vanishes:
+
+    >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> path = mm.penalty_path(X, [1.0], [1.0, 0.5], np.zeros((2, 2)), np.eye(2), [1.0, 0.0],
+    ...                        [1e-1, 1e-3], freeze_Q=True)
+    >>> W_mm = mm.w_svm(X, [0], queries=[1.0, 0.0]).W
+    >>> np.round(path.cosine(W_mm), 4)
+    array([1., 1.])
+    """
+    from scipy.optimize import minimize
+
+    prob = problem(X, Y, v)
+    X, gamma = prob.X, prob.scores
+    n, T, d = prob.shape
+    K = _checks.finite(_checks.as_float_array(K0, "K0"), "K0")
+    Q = _checks.finite(_checks.as_float_array(Q0, "Q0"), "Q0")
+    if K.ndim != 2 or K.shape[0] != d or K.shape[1] < 1:
+        raise ValueError(f"K0: expected shape ({d}, m) with m >= 1, got {K.shape}")
+    if Q.shape != K.shape:
+        raise ValueError(f"Q0: expected the shape {K.shape} of K0, got {Q.shape}")
+    Z = _checks.queries(queries, n, d)
+    lams = _checks.as_float_array(penalties, "penalties").reshape(-1)
+    if lams.size == 0 or not np.all(np.isfinite(lams)) or np.any(lams <= 0):
+        raise ValueError(f"penalties: expected finite numbers > 0, got {lams}")
+    lams = np.sort(lams)[::-1]
+    _, _, loss = _settings(1, 1.0, loss)
+    freeze_Q = _checks.flag(freeze_Q, "freeze_Q")
+    gtol = _checks.positive_float(gtol, "gtol")
+    max_iter = _checks.positive_int(max_iter, "max_iter")
+    return _penalty_path(X, gamma, Z, K.copy(), Q.copy(), lams, loss, freeze_Q, gtol, max_iter,
+                         minimize)
+
+
+def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
+                  minimize) -> PenaltyPath:
+    """The loop of :func:`penalty_path` on validated inputs."""
+    d, m = K.shape
+    Xt, Gt, Zt = (_kernels.tensor(a) for a in (X, gamma, Z))
+    Q_fixed = _kernels.tensor(Q)
+
+    def objective(theta, lam):
+        t = _kernels.tensor(theta).requires_grad_(True)
+        Kt = t[: d * m].reshape(d, m)
+        Qt = Q_fixed if freeze_Q else t[d * m:].reshape(d, m)
+        s = torch.softmax(torch.einsum("ntd,de,ne->nt", Xt, Kt @ Qt.T, Zt), dim=-1)
+        risk = torch.mean(loss.torch_value(torch.sum(s * Gt, dim=-1)))
+        penalty = (Kt ** 2).sum() + (0.0 if freeze_Q else (Qt ** 2).sum())
+        total = risk + lam * penalty
+        (grad,) = torch.autograd.grad(total, t)
+        return (float(total.detach()), grad.numpy().copy(), float(risk.detach()),
+                float(2 * lam * penalty.detach().sqrt()))
+
+    Ks, Qs, risks, stat, iterations = [], [], [], [], []
+    theta = K.ravel() if freeze_Q else np.concatenate([K.ravel(), Q.ravel()])
+    for lam in lams:
+        with _kernels.threads_for(X.size):   # one thread: tiny tensors, many calls
+            scale = max(objective(theta, lam)[3], 1e-300)
+            res = minimize(lambda th: objective(th, lam)[:2], theta, jac=True,
+                           method="L-BFGS-B", options=dict(maxiter=max_iter, maxfun=2 * max_iter,
+                                                           gtol=gtol * scale, ftol=0.0))
+            theta = res.x
+            _, grad, risk, pen_grad = objective(theta, lam)
+        iterations.append(int(res.nit))
+        Ks.append(theta[: d * m].reshape(d, m))
+        Qs.append(Q.copy() if freeze_Q else theta[d * m:].reshape(d, m))
+        risks.append(risk)
+        stat.append(float(np.linalg.norm(grad)) / max(pen_grad, 1e-300))
+    return PenaltyPath(_readonly(lams.copy()), _readonly(np.array(Ks)), _readonly(np.array(Qs)),
+                       _readonly(np.array(risks)), _readonly(np.array(stat)), freeze_Q,
+                       _readonly(np.array(iterations)))

@@ -51,6 +51,7 @@ front (``ValueError`` naming ``X`` or ``queries``).
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -1467,7 +1468,13 @@ def _nuclear_clarabel(problem: cp.Problem, constraint) -> np.ndarray:
     import cvxpy as cp
 
     try:
-        problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
+        with warnings.catch_warnings():
+            # cvxpy warns on OPTIMAL_INACCURATE; the answer is certified (KKT) by the caller,
+            # which raises when it is not accurate enough, so the warning would only be noise
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate",
+                                    category=UserWarning)
+            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,
+                          tol_feas=1e-10)
     except cp.error.SolverError as error:
         raise IllConditionedError(f"X: cvxpy/Clarabel fails on the nuclear-norm W-SVM "
                                   f"({error})") from None
@@ -1584,7 +1591,12 @@ def _nuclear_newton(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray, mu: n
         J[r2, 2 * d * rank:] = -np.einsum("jab,ak->bkj", G, K).reshape(d * rank, m)
         J[2 * d * rank:, r1] = np.einsum("ja,jk->jak", a, b @ Q).reshape(m, d * rank)
         J[2 * d * rank:, r2] = np.einsum("jb,jk->jbk", b, a @ K).reshape(m, d * rank)
-        step = np.linalg.lstsq(J, -F, rcond=None)[0]
+        if not (np.all(np.isfinite(J)) and np.all(np.isfinite(F))):
+            return None
+        try:
+            step = np.linalg.lstsq(J, -F, rcond=None)[0]
+        except np.linalg.LinAlgError:  # LAPACK's SVD failed: a diverging iteration
+            return None
         y = y + step
         if not np.all(np.isfinite(y)):
             return None

@@ -239,6 +239,8 @@ CASES = [  # (id, call, error, message that must match at the start)
     ("random seed str", lambda: mm.data.random_instance(3, 4, 3, "0"), TypeError, r"^seed: "),
     ("gaussian seed None", lambda: mm.data.gaussian_instance(3, 4, 3, None), TypeError, r"^seed: "),
     ("gaussian n bool", lambda: mm.data.gaussian_instance(True, 4, 3, 0), TypeError, r"^n: "),
+    ("query seed None", lambda: mm.data.query_instance(3, 4, 3, None), TypeError, r"^seed: "),
+    ("query T one", lambda: mm.data.query_instance(3, 1, 3, 0), ValueError, r"^T: "),
     ("fig1_moved x3 NaN", lambda: mm.data.fig1_moved(x3_score=np.nan), ValueError, r"^x3_score: "),
     ("gd normalized 'no'", lambda: mm.gd(X, Y, v, p, 2, 0.1, W=W, normalized="no"), TypeError, r"^normalized: "),
     ("gd normalized None", lambda: mm.gd(X, Y, v, p, 2, 0.1, W=W, normalized=None), TypeError, r"^normalized: "),

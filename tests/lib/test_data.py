@@ -55,3 +55,19 @@ def test_generators_are_seeded():
     a, b = mm.data.gaussian_instance(3, 4, 2, seed=5), mm.data.gaussian_instance(3, 4, 2, seed=5)
     np.testing.assert_array_equal(a.X, b.X)
     assert not np.array_equal(a.X, mm.data.gaussian_instance(3, 4, 2, seed=6).X)
+
+
+def test_query_instance_draws_the_follow_ups_law():
+    """Unit-norm tokens, queries and head, labels in {-1, +1}, seeded. Bugs caught: tokens or
+    queries not normalized (their scale would change every SVM and run of chapter 7), queries
+    shared across sequences, or a draw that ignores the seed."""
+    a = mm.data.query_instance(4, 3, 5, seed=7)
+    Z = a.extra["queries"]
+    assert a.X.shape == (4, 3, 5) and Z.shape == (4, 5)
+    np.testing.assert_allclose(np.linalg.norm(a.X, axis=-1), 1.0, rtol=1e-14)
+    np.testing.assert_allclose(np.linalg.norm(Z, axis=-1), 1.0, rtol=1e-14)
+    assert abs(np.linalg.norm(a.v) - 1.0) < 1e-14 and set(a.Y) <= {-1.0, 1.0}
+    assert np.linalg.matrix_rank(Z) == 4                      # one query per sequence
+    b = mm.data.query_instance(4, 3, 5, seed=7)
+    assert np.array_equal(a.X, b.X) and np.array_equal(Z, b.extra["queries"])
+    assert not np.array_equal(a.X, mm.data.query_instance(4, 3, 5, seed=8).X)

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 import maxmargin as mm  # noqa: E402
-from maxmargin.book import ch02, ch03, ch05, ch06, explore  # noqa: E402
+from maxmargin.book import ch02, ch03, ch05, ch06, ch07, explore  # noqa: E402
 
 ipywidgets = pytest.importorskip("ipywidgets")
 
@@ -32,6 +32,7 @@ EXPLORERS = {
     "03 score and basin": ch03.score_explorer,
     "05 loss ring": ch05.fig4_ring_explorer,
     "06 joint training": lambda: ch06.joint_explorer(steps=40),
+    "07 factor width": lambda: ch07.width_explorer(steps=40),
 }
 
 

@@ -425,3 +425,145 @@ def test_the_visualization_instance_of_the_follow_up(capsys):
             print(f"  step {k:4d}: corr(W_k, W^mm) = {cos:.6f}, singular values "
                   f"{np.array2string(run.singular_values()[r, 0], precision=4)}, "
                   f"risk {run.risk[r, 0]:.3e}")
+
+
+# ----------------------------------------------------------------------------------------------
+# gd_KQ_stack: a stack of instances, one run each
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("loss", ["logistic", "exponential"])
+def test_gd_KQ_stack_matches_the_autograd_loop_instance_by_instance(loss, normalized):
+    """Three different instances, each with its own start, queries and head, reg > 0: every
+    step of run j equals the autograd step on instance j alone at its rounding bound. Bugs
+    caught: one instance's tokens or queries used for another's run (a wrong batch axis in the
+    einsums), a normalization across instances (one norm for the whole stack), a mean over all
+    M n sequences instead of each instance's n, the penalty dropped."""
+    insts = [instance(40 + j) for j in range(3)]
+    X, Y, v, Z = (np.stack([inst[k] for inst in insts]) for k in range(4))
+    d = X.shape[-1]
+    rng = np.random.default_rng(41)
+    K0 = 0.7 * rng.standard_normal((3, d, 2))
+    Q0 = 0.7 * rng.standard_normal((3, d, 2))
+    run = mm.gd_KQ_stack(X, Y, v, K0, Q0, Z, STEPS, LR, loss=loss, normalized=normalized,
+                         eps=EPS, reg=0.05)
+    assert run.K.shape == (STEPS + 1, 3, d, 2) and run.risk.shape == (STEPS + 1, 3)
+    for j in range(3):
+        one = dataclasses.replace(run, K=run.K[:, j:j + 1], Q=run.Q[:, j:j + 1],
+                                  risk=run.risk[:, j:j + 1])
+        assert_matches_reference(one, X[j], Y[j], v[j], Z[j], K0[j:j + 1], Q0[j:j + 1],
+                                 normalized, EPS, 0.05, loss)
+
+
+def test_gd_KQ_stack_with_frozen_Q_is_gradient_descent_on_W():
+    """freeze_Q=True from Q0 = I trains W = K: each step equals the autograd step on W of the
+    model x^T W z (written here), and Q never moves. Bugs caught: Q updated anyway, or K's
+    step computed with a stale Q."""
+    insts = [instance(50 + j) for j in range(2)]
+    X, Y, v, Z = (np.stack([inst[k] for inst in insts]) for k in range(4))
+    d = X.shape[-1]
+    W0 = 0.5 * np.random.default_rng(51).standard_normal((2, d, d))
+    run = mm.gd_KQ_stack(X, Y, v, W0, np.eye(d), Z, 10, LR, normalized=True, freeze_Q=True)
+    np.testing.assert_array_equal(run.Q, np.broadcast_to(np.eye(d), run.Q.shape))
+    for j in range(2):
+        for k in range(10):
+            with one_thread():
+                Wt = torch.tensor(run.K[k, j], requires_grad=True)
+                Xt, Yt, vt, Zt = (torch.tensor(a[j]) for a in (X, Y, v, Z))
+                s = torch.softmax(torch.einsum("ntd,de,ne->nt", Xt, Wt, Zt), dim=-1)
+                margin = Yt * (s * (Xt @ vt)).sum(-1)
+                risk = torch.log1p(torch.exp(-margin)).mean()
+                (g,) = torch.autograd.grad(risk, (Wt,))
+                want = (Wt - LR * g / (g.norm() + 1e-12)).detach().numpy()
+            np.testing.assert_allclose(run.K[k + 1, j], want, rtol=0, atol=1e-12)
+
+
+def test_gd_KQ_stack_refuses_bad_inputs_naming_them():
+    """Each bad input raises ValueError (or TypeError) starting with its name. Bug caught: a
+    shape mismatch broadcast silently (a (d, m) Q0 against (M, d, m) K0 of another width, or
+    queries shared across instances that the stack requires per instance)."""
+    X, Y, v, Z = instance(60)
+    Xs, Ys, Zs = np.stack([X, X]), np.stack([Y, Y]), np.stack([Z, Z])
+    d = X.shape[-1]
+    K0 = np.zeros((2, d, 2))
+    cases = {
+        "X": lambda: mm.gd_KQ_stack(X, Ys, v, K0, K0, Zs, 3, 0.1),
+        "Y": lambda: mm.gd_KQ_stack(Xs, Y, v, K0, K0, Zs, 3, 0.1),
+        "v": lambda: mm.gd_KQ_stack(Xs, Ys, np.ones((3, d)), K0, K0, Zs, 3, 0.1),
+        "K0": lambda: mm.gd_KQ_stack(Xs, Ys, v, np.zeros((3, d, 2)), K0, Zs, 3, 0.1),
+        "Q0": lambda: mm.gd_KQ_stack(Xs, Ys, v, K0, np.zeros((2, d, 3)), Zs, 3, 0.1),
+        "queries": lambda: mm.gd_KQ_stack(Xs, Ys, v, K0, K0, Z, 3, 0.1),
+        "freeze_Q": lambda: mm.gd_KQ_stack(Xs, Ys, v, K0, K0, Zs, 3, 0.1, freeze_Q=1),
+    }
+    for name, call in cases.items():
+        with pytest.raises((ValueError, TypeError), match=f"^{name}"):
+            call()
+
+
+# ----------------------------------------------------------------------------------------------
+# penalty_path: stationary points of L(K Q^T) + lam (||K||^2 + ||Q||^2)
+# ----------------------------------------------------------------------------------------------
+
+
+def _penalized_fd_gradient(X, Y, v, Z, K, Q, lam, freeze_Q, h=1e-6):
+    """Central differences of F(K, Q) = risk_W(K Q^T) + lam (||K||^2 + ||Q||^2), the risk
+    from ``mm.risk_W`` (numpy, not the torch autograd of ``penalty_path``)."""
+    def F(Kx, Qx):
+        pen = np.sum(Kx ** 2) + (0.0 if freeze_Q else np.sum(Qx ** 2))
+        return float(mm.risk_W(X, Y, v, Kx @ Qx.T, Z)) + lam * pen
+    grads = []
+    for which in ((0,) if freeze_Q else (0, 1)):
+        A = (K, Q)[which]
+        g = np.zeros_like(A)
+        for idx in np.ndindex(A.shape):
+            E = np.zeros_like(A)
+            E[idx] = h
+            args_p = (K + E, Q) if which == 0 else (K, Q + E)
+            args_m = (K - E, Q) if which == 0 else (K, Q - E)
+            g[idx] = (F(*args_p) - F(*args_m)) / (2 * h)
+        grads.append(g)
+    return np.concatenate([g.ravel() for g in grads])
+
+
+@pytest.mark.parametrize("freeze_Q", [False, True])
+def test_penalty_path_returns_stationary_points_by_finite_differences(freeze_Q):
+    """At every returned point the penalized gradient, by central differences of a numpy risk,
+    is small against the penalty's own gradient 2 lam (K, Q), and the reported stationarity
+    agrees. Bugs caught: the penalty on K only (or on Q when frozen), lam (instead of 2 lam) in
+    the stationarity's scale, a path that returns its starts."""
+    inst = mm.data.query_instance(3, 4, 3, seed=1)
+    Z = inst.extra["queries"]
+    rng = np.random.default_rng(2)
+    Q0 = np.eye(3) if freeze_Q else 0.5 * rng.standard_normal((3, 3))
+    path = mm.penalty_path(inst.X, inst.Y, inst.v, 0.5 * rng.standard_normal((3, 3)), Q0, Z,
+                           [1e-2, 1e-3], freeze_Q=freeze_Q)
+    assert path.penalties.tolist() == [1e-2, 1e-3]
+    for j, lam in enumerate(path.penalties):
+        K, Q = path.K[j], path.Q[j]
+        fd = _penalized_fd_gradient(inst.X, inst.Y, inst.v, Z, K, Q, lam, freeze_Q)
+        pen = 2 * lam * np.sqrt(np.sum(K ** 2) + (0.0 if freeze_Q else np.sum(Q ** 2)))
+        # finite differences with h = 1e-6 on values ~1: error ~1e-10 / 1e-6 = 1e-4 of 1
+        assert np.linalg.norm(fd) < 1e-3 * pen + 1e-8, (j, np.linalg.norm(fd), pen)
+        assert path.stationarity[j] < 1e-5, path.stationarity
+        assert np.linalg.norm(K) > 0.1                      # moved away from 0
+    if freeze_Q:
+        np.testing.assert_array_equal(path.Q, np.broadcast_to(np.eye(3), path.Q.shape))
+
+
+def test_penalty_path_refuses_bad_inputs_naming_them():
+    """Bug caught: a zero or negative penalty (no minimizer, or a maximization) accepted."""
+    X, Y, v, Z = instance(70)
+    d = X.shape[-1]
+    K0 = np.zeros((d, 2))
+    cases = {
+        "penalties": lambda: mm.penalty_path(X, Y, v, K0, K0, Z, [1e-2, 0.0]),
+        "K0": lambda: mm.penalty_path(X, Y, v, np.zeros((d + 1, 2)), K0, Z, [1e-2]),
+        "Q0": lambda: mm.penalty_path(X, Y, v, K0, np.zeros((d, 3)), Z, [1e-2]),
+        "queries": lambda: mm.penalty_path(X, Y, v, K0, K0, Z[:, :1], [1e-2]),
+        "gtol": lambda: mm.penalty_path(X, Y, v, K0, K0, Z, [1e-2], gtol=0.0),
+        "max_iter": lambda: mm.penalty_path(X, Y, v, K0, K0, Z, [1e-2], max_iter=0),
+    }
+    for name, call in cases.items():
+        with pytest.raises((ValueError, TypeError), match=f"^{name}"):
+            call()

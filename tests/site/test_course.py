@@ -258,8 +258,8 @@ def test_chapters_are_selected_and_ordered():
         ROOT / "chapters" / "06-joint-training.md", ROOT / "chapters" / "01-attention-model.md",
         SAMPLE.resolve()]
     assert select_chapters([]) == chapter_notebooks()
-    with pytest.raises(CourseError, match=r"no chapter match '07'.*01-attention-model"):
-        select_chapters(["07"])
+    with pytest.raises(CourseError, match=r"no chapter match '99'.*01-attention-model"):
+        select_chapters(["99"])
     with pytest.raises(CourseError, match="given twice"):
         select_chapters(["01", "01-attention-model"])
 

@@ -2,7 +2,7 @@
 
 ``plots`` holds the figure style and the generic drawing helpers, ``explore`` the live explorers
 and their static twins, ``landscape`` the risk grids and GD basins behind the figures, and
-``ch02`` ... ``ch06`` what only that chapter draws.
+``ch02`` ... ``ch07`` what only that chapter draws.
 Chapters import what they use, e.g. ``from maxmargin.book import explore, plots``. This package
 loads matplotlib (and ipywidgets when a live explorer is built); the core library never imports it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["plots", "explore", "landscape", "ch02", "ch03", "ch04", "ch05", "ch06"]
+__all__ = ["plots", "explore", "landscape", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07"]
 
 
 def __getattr__(name: str):

@@ -1,0 +1,76 @@
+"""Chapter 7's helpers (``maxmargin.book.ch07``): each against an independent computation."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import maxmargin as mm  # noqa: E402
+from maxmargin.book import ch07  # noqa: E402
+
+
+@pytest.mark.parametrize("k, n", [(0, 100), (3, 100), (48, 100), (99, 100), (100, 100), (7, 20)])
+def test_wilson_matches_scipy(k, n):
+    """Bug caught: the normal (Wald) interval, which is [0, 0] at k = 0, or a wrong z."""
+    stats = pytest.importorskip("scipy.stats")
+    want = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    low, high = ch07.wilson(k, n)
+    assert low == pytest.approx(want.low, abs=1e-9) and high == pytest.approx(want.high, abs=1e-9)
+
+
+def test_selection_and_gap_by_hand():
+    """Logits x^T W z worked out by hand. Bugs caught: W transposed (x^T W^T z), the gap taken
+    against the selected token itself (always 0), the argmax over sequences."""
+    X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    W = np.array([[2.0, 0.0], [1.0, 0.0]])        # W z = (2, 1) for z = (1, 0)
+    sel = ch07.selection(X, W, np.array([[1.0, 0.0]]))
+    assert sel.alpha.tolist() == [0] and sel.gap == pytest.approx(1.0)   # 2 - 1
+    sel_t = ch07.selection(X, W.T, np.array([[1.0, 0.0]]))                # W^T z = (2, 0)
+    assert sel_t.gap == pytest.approx(2.0)
+
+
+def test_plane_instance_follows_the_visualization_law():
+    """Two sequences of three tokens around (-1, 0) and (1, 0), unit head and queries, seeded.
+    Bug caught: the shifts swapped or missing, or unnormalized queries."""
+    a, b = ch07.plane_instance(seed=3), ch07.plane_instance(seed=3)
+    assert np.array_equal(a.X, b.X)
+    assert a.X[0, :, 0].mean() < -0.4 and a.X[1, :, 0].mean() > 0.4
+    np.testing.assert_allclose(np.linalg.norm(a.extra["queries"], axis=1), 1.0, rtol=1e-14)
+    assert abs(np.linalg.norm(a.v) - 1) < 1e-14 and a.Y.tolist() == [1.0, 1.0]
+
+
+def test_rank_study_bounds_and_counts():
+    """A small study: ranks within the proposition's bound min(n, d), computed from the SVMs
+    independently here, and skipped draws counted. Bug caught: ranks of the wrong solution
+    or of a fixed number of instances regardless of feasibility."""
+    study = ch07.rank_study([3], [2, 4], T=3, count=3, seed=0)
+    assert study.ranks.shape == (1, 2, 3, 2)
+    assert np.all(study.ranks[0, 0] <= 2) and np.all(study.ranks[0, 1] <= 3)
+    found, s = 0, 0
+    while found < 3:                           # the first feasible draw at d = 4, re-solved
+        inst = mm.data.query_instance(3, 3, 4, seed=s)
+        s += 1
+        try:
+            nuc = mm.w_svm(inst.X, inst.optimal, queries=inst.extra["queries"], norm="nuclear")
+        except ValueError:
+            continue
+        sv = np.linalg.svd(nuc.W, compute_uv=False)
+        assert study.ranks[0, 1, found, 1] == int(np.sum(sv > 1e-5 * sv[0]))
+        found += 1
+    assert study.skipped[0, 1] == s - 3
+
+
+def test_width_panel_respects_the_rank_bound():
+    """A width-1 run cannot correlate with the nuclear solution beyond the bound of its best
+    rank-one approximation (Eckart-Young), computed here from the SVD. Bug caught: the bound
+    taken from the Frobenius solution, or from the m smallest singular values."""
+    fig, ax = plt.subplots()
+    c_nuc, c_fro, bound = ch07.width_panel(ax, m=1, scale=0.01, steps=60)
+    plt.close(fig)
+    run, fro, nuc = ch07._width_run(4, 1, 0.01, 60)
+    sv = np.linalg.svd(nuc.W, compute_uv=False)
+    assert bound == pytest.approx(sv[0] / np.linalg.norm(sv), rel=1e-12)
+    assert c_nuc <= bound + 1e-12
+    with pytest.raises(ValueError, match="^m"):
+        ch07.width_panel(ax, m=0)
