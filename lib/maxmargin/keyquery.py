@@ -17,7 +17,7 @@ import torch
 
 from . import _checks, _kernels
 from .losses import Loss
-from .problem import problem
+from .problem import problem, stacked
 from .train import (_affordable_descent, _largest, _overflow, _queries_shared, _record_count,
                     _record_steps, _risk_of, _settings, _step_direction)
 
@@ -341,21 +341,8 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
     >>> stack.K.shape, bool(np.allclose(stack.W[:, 1], one.W[:, 0]))
     ((51, 2, 2, 2), True)
     """
-    X = _checks.as_float_array(X, "X")
-    if X.ndim != 4:
-        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
-    M, n, T, d = X.shape
-    if M < 1:
-        raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
-    _checks.token_shape(X.shape[1:], "X")
-    Y = _checks.as_float_array(Y, "Y")
-    if Y.shape != (M, n):
-        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
-    v = _checks.batched_vector(v, d, "v")
-    if v.shape not in ((d,), (M, d)):
-        raise ValueError(f"v: expected shape ({d},) or ({M}, {d}), got {v.shape}")
-    v = np.broadcast_to(v, (M, d))
-    problems = [problem(X[j], Y[j], v[j]) for j in range(M)]  # each instance once
+    problems = stacked(X, Y, v)
+    M, (n, T, d) = len(problems), problems[0].shape
     gamma = np.stack([prob.scores for prob in problems])     # (M, n, T)
     X = np.stack([prob.X for prob in problems])
     Z = _checks.as_float_array(queries, "queries")

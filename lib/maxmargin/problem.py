@@ -52,6 +52,35 @@ def problem(X, Y, v, W=None) -> Problem:
     return Problem(X, Y, v, W, keys_of(X, W), scores_of(X, Y, v))
 
 
+def stacked(X, Y, v, W=None) -> list[Problem]:
+    """Validate a stack of M instances once: X (M, n, T, d), Y (M, n), v (d,) or (M, d), W None,
+    (d, d) or (M, d, d); a Problem per instance. Raises ``ValueError``/``TypeError`` naming the
+    argument, as :func:`problem` does for each instance."""
+    X = _checks.as_float_array(X, "X")
+    if X.ndim != 4:
+        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
+    M, n, T, d = X.shape
+    if M < 1:
+        raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
+    _checks.token_shape(X.shape[1:], "X")
+    Y = _checks.as_float_array(Y, "Y")
+    if Y.shape != (M, n):
+        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
+    v = _checks.batched_vector(v, d, "v")
+    if v.shape not in ((d,), (M, d)):
+        raise ValueError(f"v: expected shape ({d},) or ({M}, {d}), got {v.shape}")
+    v = np.broadcast_to(v, (M, d))
+    Ws = [None] * M
+    if W is not None:
+        Wa = _checks.as_float_array(W, "W")
+        if Wa.shape == (d, d):
+            Wa = np.broadcast_to(Wa, (M, d, d))
+        if Wa.shape != (M, d, d):
+            raise ValueError(f"W: expected shape ({d}, {d}) or ({M}, {d}, {d}), got {Wa.shape}")
+        Ws = list(Wa)
+    return [problem(X[m], Y[m], v[m], Ws[m]) for m in range(M)]  # each instance once
+
+
 def keyed(X, W=None) -> Problem:
     """Validate tokens X (n, T, d) and W (d, d) or None once, for the computations that need no
     labels or head (attention, the SVMs): a Problem whose Y, v and scores are None."""

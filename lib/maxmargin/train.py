@@ -23,7 +23,7 @@ import torch
 from . import _checks, _kernels
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss
 from .model import _softmax
-from .problem import Problem, keyed, problem
+from .problem import Problem, keyed, problem, stacked
 
 
 @dataclass(frozen=True)
@@ -303,29 +303,8 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
     >>> stack.tracked[1], bool(np.allclose(stack.p[:, 1], single.p))
     (array([1]), True)
     """
-    X = _checks.as_float_array(X, "X")
-    if X.ndim != 4:
-        raise ValueError(f"X: expected shape (M, n, T, d), got an array with shape {X.shape}")
-    M, n, T, d = X.shape
-    if M < 1:
-        raise ValueError(f"X: needs at least one instance (M >= 1), got shape {X.shape}")
-    _checks.token_shape(X.shape[1:], "X")
-    Y = _checks.as_float_array(Y, "Y")
-    if Y.shape != (M, n):
-        raise ValueError(f"Y: expected shape ({M}, {n}) to match X, got {Y.shape}")
-    v = _checks.batched_vector(v, d, "v")
-    v = np.broadcast_to(v, (M, d)) if v.shape in ((d,), (M, d)) else None
-    if v is None:
-        raise ValueError(f"v: expected shape ({d},) or ({M}, {d})")
-    Ws = [None] * M
-    if W is not None:
-        Wa = _checks.as_float_array(W, "W")
-        if Wa.shape == (d, d):
-            Wa = np.broadcast_to(Wa, (M, d, d))
-        if Wa.shape != (M, d, d):
-            raise ValueError(f"W: expected shape ({d}, {d}) or ({M}, {d}, {d}), got {Wa.shape}")
-        Ws = list(Wa)
-    problems = [problem(X[m], Y[m], v[m], Ws[m]) for m in range(M)]  # each instance once
+    problems = stacked(X, Y, v, W)
+    M, (n, T, d) = len(problems), problems[0].shape
     gamma = np.stack([prob.scores for prob in problems])
     K = np.stack([prob.keys for prob in problems])
     P = _checks.batched_vector(p0, d, "p0")
