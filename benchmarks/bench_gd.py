@@ -408,9 +408,9 @@ def ceiling(threads: int) -> tuple[float, float]:
     try:
         from maxmargin import _compiled
 
-        y, s1, s2 = x.copy(), np.empty(size), np.empty(size)
-        _compiled._exp_lanes(y, size, s1, s2)
-        contenders.append(lambda: _compiled._exp_lanes(y, size, s1, s2))
+        y = x.copy()
+        _compiled._exp_lanes(y, size)
+        contenders.append(lambda: _compiled._exp_lanes(y, size))
     except ImportError:
         pass
 

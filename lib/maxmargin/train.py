@@ -12,6 +12,7 @@ pure-torch loop :func:`_descend_torch`; the environment variable ``MAXMARGIN_ENG
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -400,17 +401,21 @@ def load_compiled_engine() -> None:
     _compiled.ready()
 
 
-def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller) -> _Records:
-    """The GD engine behind :func:`gd` and :func:`gd_stack`: keys K (M, n, T, d), scores gamma
-    (M, n, T), starts P (M, B, d), tracked tokens (M, n), recorded steps ``record`` (R,);
-    validated inputs. Runs the compiled kernel for the three built-in losses when numba is there,
-    the torch loop otherwise; ``caller`` names the public function in error messages."""
+def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller, *,
+             attention: bool = True, path: np.ndarray | None = None) -> _Records:
+    """The GD engine behind :func:`gd`, :func:`gd_stack` and :func:`gd_W` (shared query): keys K
+    (M, n, T, d), scores gamma (M, n, T), starts P (M, B, d), tracked tokens (M, n), recorded
+    steps ``record`` (R,); validated inputs. Runs the compiled kernel for the three built-in
+    losses when numba is there, the torch loop otherwise; ``caller`` names the public function in
+    error messages. ``attention=False``: no attention records (``on``, ``off``, ``final`` empty);
+    ``path``: a C-contiguous (R, M, B, d) buffer for the iterates (default: a new one)."""
     M, n, T, d = K.shape
     work = M * P.shape[1] * (steps + 1) * n * T * d
     if _loss_code(loss) is not None and engine(work=work) == "compiled":
         return _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                                 caller)
-    return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller)
+                                 caller, attention, path)
+    return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller,
+                          attention, path)
 
 
 def _compiled_loaded() -> bool:
@@ -425,7 +430,7 @@ def _start_of(K: np.ndarray, P: np.ndarray) -> dict:
 
 
 def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                      caller) -> _Records:
+                      caller, attention=True, path=None) -> _Records:
     from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
 
     _compiled.ready()
@@ -441,7 +446,8 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     P0 = np.empty((M, padded, d))
     P0[:, :B] = P
     P0[:, B:] = P[:, -1:]   # spare lanes repeat the last start; their results are dropped
-    out = _compiled.empty_records(len(record), M, B, n, T, d)  # the real starts only
+    out = _compiled.empty_records(len(record), M, B, n, T, d,  # the real starts only
+                                  attention=attention, path=path)
     prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
                              np.ascontiguousarray(tracked, dtype=np.int64))
     run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
@@ -465,15 +471,15 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
 
 
 def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                   caller) -> _Records:
+                   caller, attention=True, path=None) -> _Records:
     """The pure-torch engine: the whole batch as one array program per step."""
     M, n, T, d = K.shape
     B = P.shape[1]
     R = len(record)
-    path = np.empty((R, M, B, d))
+    path = np.empty((R, M, B, d)) if path is None else path
     risks = np.empty((R, M, B))
-    on = np.empty((R, M, n, B))
-    off = np.empty((R, M, n, B))
+    on = np.empty((R if attention else 0, M, n, B))
+    off = np.empty((R if attention else 0, M, n, B))
     Kt = _kernels.tensor(K.reshape(M, n * T, d))
     KtT = Kt.transpose(1, 2).contiguous()  # (M, d, n T): a contiguous copy makes the contraction faster
     G = _kernels.tensor(gamma.reshape(M * n, T, 1))
@@ -491,8 +497,9 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
             margin, deviation = _kernels.margins(s, G, top)
             if record[r] == k:
                 path[r] = Pt.transpose(1, 2).numpy()
-                on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
-                off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
+                if attention:
+                    on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
+                    off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
                 risks[r] = _torch_risk(margin.reshape(M, n, B), loss)
                 r += 1
             if k == steps:
@@ -516,6 +523,8 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 if not bool(torch.isfinite(new).all()):  # 0 / 0: a zero gradient, eps * scale = 0
                     raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
             Pt = new
+        if not attention:
+            return _Records(path, risks, on, off, np.empty((0, B, n, T)))
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
@@ -684,14 +693,18 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     _checks.finite(Wk, "W0")
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
+    shared = _queries_shared(queries, Z)
     _affordable_descent(steps, _record_count(steps, record_every),
                         Wk.shape[0], n * T * d * (d + 2), d * d + 1, 0)
     record = _record_steps(steps, record_every)
+    if shared:
+        run = _descend_W_shared(X, gamma, Wk, Z[0], steps, lr, loss, normalized, eps, record)
+        if run is not None:
+            return run
 
     B = Wk.shape[0]
     path = np.empty((len(record),) + Wk.shape)
     risks = np.empty((len(record), B))
-    shared = _queries_shared(queries, Z)
     G, X2 = _kernels.tensor(gamma[..., None]), _kernels.tensor(X.reshape(n * T, d))
     X2T = X2.T.contiguous()                                   # (d, n T)
     Xb, XbT = X2.view(n, T, d), X2T.view(d, n, T).permute(1, 0, 2)  # (n, T, d), (n, d, T) views
@@ -927,6 +940,52 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
                 shift = torch.max(logits, dim=1, keepdim=True).values
                 on[r] = _kernels.softmax_tokens_(logits, shift).numpy()[rows, tracked].T
     return JointTrajectory(vs, ps, risks, probs, on, tracked, lr, normalized, record)
+
+
+def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
+                      record) -> WTrajectory | None:
+    """:func:`gd_W` with one query p for every sequence (validated inputs: X (n, T, d), scores
+    gamma (n, T), starts W0 (B, d, d), p (d,)), as gradient descent on the prompt u = W p.
+
+    The logits are x^T W p = x^T u and the gradient in W is a p^T, a = dL/du (the gradient of GD
+    on a prompt with keys X), so W moves along (.) p^T only: u_{k+1} = W_{k+1} p is the GD step
+    on u with step lr ||p||^2 (plain), or lr ||p|| and offset eps / ||p|| (normalized, since
+    ||a p^T||_F = ||a|| ||p||), and W_k = W_0 + (u_k - u_0) p^T / ||p||^2. This runs on
+    :func:`_descend` (the compiled kernel when numba is there): about twice the speed of the
+    loop on W (benchmarks/bench_gd.py). Returns None when these scalars leave float64's normal
+    range or a step is not finite: the loop on W then runs the call (and names the cause of a
+    failure, which it reports with the W-specific wording).
+    """
+    pp = float(p @ p)
+    norm = math.sqrt(pp)
+    lr_u = lr * (norm if normalized else pp)
+    if not (1e-150 < pp < 1e150 and sys.float_info.min < lr_u < math.inf
+            and eps / norm < math.inf):
+        return None
+    U0 = W0 @ p                                                # (B, d)
+    if not np.all(np.isfinite(U0)):
+        return None
+    n, T, d = X.shape
+    R, B = len(record), len(W0)
+    path = np.empty((R, B, d, d))
+    # the iterates u (R, 1, B, d) are recorded at the start of W's buffer and turned into W's
+    # records in place, last first: record r of W covers u's records r d .. r d + d - 1, which
+    # are r itself (read before it is overwritten) or later ones, already turned
+    U = path.reshape(-1)[:R * B * d].reshape(R, 1, B, d)
+    try:
+        run = _descend(X[None], gamma[None], U0[None], steps, lr_u, loss, normalized,
+                       eps / norm, np.zeros((1, n), dtype=np.int64), record, "gd_W",
+                       attention=False, path=U)
+    except ValueError:              # a gradient or iterate left float64: the loop on W decides
+        return None
+    along = p / pp
+    for r in range(R - 1, -1, -1):
+        moved = U[r, 0] - U0                                   # (B, d) u_r - u_0, a copy
+        np.multiply(moved[:, :, None], along, out=path[r])
+        path[r] += W0
+    if not np.all(np.isfinite(path)):
+        return None
+    return WTrajectory(path, run.risk[:, 0], lr, normalized, record)
 
 
 def _queries_shared(given, Z: np.ndarray) -> bool:

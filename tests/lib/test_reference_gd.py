@@ -60,13 +60,17 @@ def test_gd_stack_shared_W_and_v_are_broadcast():
         assert_every_step_matches(traj.p[:, m, 0], traj.risk[:, m, 0], model, 0.2, True, 1e-9, p0)
 
 
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
 @pytest.mark.parametrize("queries", ["per sequence", "shared (d,)", "shared (n, d)"])
 @pytest.mark.parametrize("normalized", [False, True])
-def test_gd_W_with_one_query_per_sequence_matches_an_autograd_loop(normalized, queries):
+def test_gd_W_with_one_query_per_sequence_matches_an_autograd_loop(normalized, queries, engine,
+                                                                 monkeypatch):
     """Bugs caught: the W-gradient transposed (x z^T vs z x^T), a query of the wrong sequence, a
     Frobenius normalization over the wrong axes, a wrong risk record; and in the shared-query
-    path (one prompt p for every sequence, given as (d,) or as n equal rows: W p is contracted
-    first), W p taken as W^T p or the outer product a p^T as p a^T."""
+    path (one prompt p for every sequence, given as (d,) or as n equal rows: GD on u = W p, on
+    the torch or the compiled engine), W p taken as W^T p, the step of u not scaled by ||p||^2
+    (plain) or ||p|| and eps / ||p|| (normalized), W rebuilt as p u^T instead of u p^T."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
     rng = np.random.default_rng(13)
     n, T, d, B = 4, 3, 3, 2
     X = rng.standard_normal((n, T, d))

@@ -374,3 +374,36 @@ def test_normalized_gd_stays_finite_where_the_gradient_overflows(engine, monkeyp
     traj = mm.gd_W(inst.X, inst.Y, v_huge, np.eye(3), np.array([1.0, 0.5, -0.5]), 2, 0.1,
                    loss="exponential", normalized=True)
     assert np.all(np.isfinite(traj.W))
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "correlation"])
+@pytest.mark.parametrize("normalized", [False, True])
+def test_gd_W_with_a_shared_query_equals_the_loop_on_W(engine, loss, normalized, monkeypatch):
+    """gd_W with one query p for every sequence runs as GD on the prompt u = W p (the gradient in
+    W is a p^T, so W moves along (.) p^T only); its records equal those of the loop on W itself
+    (the library's other code path, forced here) to 1e-12 relative over 60 steps, for 17 starts
+    (the compiled engine's 16-lane blocks, 15 spare lanes), |p| = 7.3 (so a step not scaled by
+    |p|^2 or |p|, or eps not divided by |p|, shows), every 5th step recorded.
+
+    Bugs caught: the reduction's step size or offset (lr |p|^2 plain, lr |p| and eps / |p|
+    normalized), W_k rebuilt from u_k - u_0 with p / |p| instead of p / |p|^2 or transposed, the
+    in-place rebuilding of W's records in the wrong order (a record overwritten before it is
+    read), the risk of the wrong record."""
+    use_engine(monkeypatch, engine)
+    inst = mm.data.random_instance(9, 4, 5, seed=21)
+    rng = np.random.default_rng(5)
+    W0 = rng.standard_normal((17, 5, 5)) * 0.3
+    p = rng.standard_normal(5)
+    p *= 7.3 / np.linalg.norm(p)
+    lr = 0.1 if normalized else 0.02
+    args = (inst.X, inst.Y, inst.v, W0, p, 60, lr)
+    kw = dict(loss=loss, normalized=normalized, eps=1e-3, record_every=5)
+    fast = mm.gd_W(*args, **kw)
+    monkeypatch.setattr(mm.train, "_descend_W_shared", lambda *a, **k: None)
+    loop = mm.gd_W(*args, **kw)
+    np.testing.assert_array_equal(fast.steps, loop.steps)
+    scale = np.abs(loop.W).max()
+    assert np.abs(fast.W - loop.W).max() <= 1e-12 * scale
+    np.testing.assert_allclose(fast.risk, loop.risk, rtol=1e-12)
+    assert np.abs(loop.W[-1] - W0).max() > 0.1 * np.abs(W0).max()   # the runs moved
