@@ -794,6 +794,27 @@ MUTANTS = [
            "        b7 += k * x[q + 15]\n",
            "        b7 += k * x[q + 14]\n",
            ("test_train.py",)),
+    # the compiled gd_joint engine
+    Mutant("_compiled.py", "compiled gd_joint: v-gradient contracted with the keys instead of the signed tokens",
+           "_lane_contraction(XYi, c, gv, T, d, L)",
+           "_lane_contraction(Ki, c, gv, T, d, L)",
+           ("test_compiled_joint.py",)),
+    Mutant("_compiled.py", "compiled gd_joint: v normalized with eps_p instead of eps_v",
+           "v_rule = _Rule(run.normalized, run.lr, run.eps_v)",
+           "v_rule = _Rule(run.normalized, run.lr, run.eps_p)",
+           ("test_compiled_joint.py",)),
+    Mutant("_compiled.py", "compiled gd_joint: p-gradient deviation gamma_t - ref + offset (sign of the centring)",
+           "c[q] = (s[q] * ((gamma[q] - base) - shift)) * weight",
+           "c[q] = (s[q] * ((gamma[q] - base) + shift)) * weight",
+           ("test_compiled_joint.py",)),
+    Mutant("train.py", "compiled gd_joint: a lane failing at step 0 not rerun on the torch loop",
+           "if np.any(out.failed >= 0):\n        del out",
+           "if np.any(out.failed > 0):\n        del out",
+           ("test_compiled_joint.py",)),
+    Mutant("_compiled.py", "compiled gd_joint: the scores of lane 0's head used for every lane",
+           "_lane_sums(prob.XY[i], a.v, a.gamma, T, d, L)",
+           "_lane_sums(prob.XY[i], a.v[::L].repeat(L), a.gamma, T, d, L)",
+           ("test_compiled_joint.py",)),
 ]
 
 

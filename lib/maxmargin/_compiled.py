@@ -570,9 +570,10 @@ def ready() -> None:
 # (:func:`_slopes`), then grad_v += sum_t Y_i x_it s_t w and grad_p += sum_t k_it s_t
 # (gamma_t - z) w; each gradient then steps by :func:`_update` (its own eps under normalized GD).
 #
-# The kernel computes only where every number is finite: a real lane whose margin, slope or next
-# iterate is not finite (a non-finite gradient makes the iterate so, its norm too) gets the step
-# in out.failed and its block stops. The caller then reruns the whole call on the torch loop,
+# The kernel computes only where every number is finite: a real lane whose margin or slope is not
+# finite gets the step in out.failed and its block stops (a gradient that is not finite makes the
+# next iterate so, whose scores or logits, and so margins, are then NaN: caught at the next step,
+# the last one included). The caller then reruns the whole call on the torch loop,
 # which raises the right error or takes its rescaled steps (the F6 retry, the exponential loss's
 # log-domain slopes): where everything is finite that loop neither raises nor rescales, so the
 # two compute the same steps. Only a finite gradient whose squares overflow is handled here
@@ -642,7 +643,7 @@ class _JointLanes(NamedTuple):
     w: np.ndarray        # (L,) l'(z) / n
     nv: np.ndarray       # (L,) |grad_v|^2, then the normalization (see _update)
     np_: np.ndarray      # (L,) the same for grad_p
-    seen: np.ndarray     # (L,) sum of 0 * (margins, slopes, iterates): NaN once one is not finite
+    seen: np.ndarray     # (L,) sum of 0 * (margins, slopes): NaN once one is not finite
     risk: np.ndarray     # (L,) sum of the losses at a recorded step
     prob: np.ndarray     # (L,) sum of expit(z)
 
@@ -823,11 +824,8 @@ def _build_joint(L: int):
                     if run.normalized:
                         _squared_norms(a.gv, a.nv, d, L)
                         _squared_norms(a.gp, a.np_, d, L)
-                    _update(v_step, v_rule, d, L)
-                    _update(p_step, p_rule, d, L)
-                    for e in range(d):
-                        for l in range(L):
-                            a.seen[l] += a.v[e * L + l] * 0.0 + a.p[e * L + l] * 0.0
+                    _update(v_step, v_rule, d, L)   # an iterate that is not finite makes the
+                    _update(p_step, p_rule, d, L)   # next step's margins so (checked there)
                 stop = last
                 for l in range(lanes):
                     if not np.isfinite(a.seen[l]):

@@ -487,8 +487,8 @@ def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, e
                             record) -> tuple:
     """:func:`_descend_joint_torch` on the compiled kernel (:mod:`._compiled`, section gd_joint).
 
-    The kernel marks a lane that met a margin, slope or iterate that is not finite (a gradient
-    that is not finite makes the iterate so) and stops its block; the whole call then reruns on
+    The kernel marks a lane that met a margin or slope that is not finite (a gradient that is not
+    finite makes the next iterate so, and its margins NaN) and stops its block; the whole call then reruns on
     the torch loop. That is correct because where every number is finite the torch loop neither
     raises nor rescales (derivative_weights rescales only non-finite slopes, the F6 retry and the
     errors follow only a non-finite iterate), so the two compute the same steps; and the rerun,
