@@ -795,7 +795,7 @@ MUTANTS = [
            "        b7 += k * x[q + 14]\n",
            ("test_train.py",)),
     # the compiled gd_joint engine
-    Mutant("_compiled.py", "compiled gd_joint: v-gradient contracted with the keys instead of the signed tokens",
+    Mutant("_compiled.py", "compiled gd_joint: v-gradient contracted with the keys, not the signed tokens",
            "_lane_contraction(XYi, c, gv, T, d, L)",
            "_lane_contraction(Ki, c, gv, T, d, L)",
            ("test_compiled_joint.py",)),
@@ -803,7 +803,7 @@ MUTANTS = [
            "v_rule = _Rule(run.normalized, run.lr, run.eps_v)",
            "v_rule = _Rule(run.normalized, run.lr, run.eps_p)",
            ("test_compiled_joint.py",)),
-    Mutant("_compiled.py", "compiled gd_joint: p-gradient deviation gamma_t - ref + offset (sign of the centring)",
+    Mutant("_compiled.py", "compiled gd_joint: p-gradient deviation gamma_t - ref + offset (centring's sign)",
            "c[q] = (s[q] * ((gamma[q] - base) - shift)) * weight",
            "c[q] = (s[q] * ((gamma[q] - base) + shift)) * weight",
            ("test_compiled_joint.py",)),

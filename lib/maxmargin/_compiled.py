@@ -1,7 +1,8 @@
 """The compiled gradient-descent engine on the prompt: one fused pass per step, SIMD over runs.
 
-Imported only when :func:`maxmargin.train.gd` (or ``gd_stack``) first runs with the compiled
-engine (numba compiles it on first use, about 10 s, and caches the machine code on disk).
+Imported only when :func:`maxmargin.train.gd` (or ``gd_stack``, or ``gd_joint``: its kernel is the
+last section of this file) first runs with the compiled engine (numba compiles it on first use,
+about 10 s, and caches the machine code on disk).
 The mathematics is that of :func:`maxmargin.train._descend_torch`, the pure-torch fallback that a
 test compares against to 1e-12 relative:
 

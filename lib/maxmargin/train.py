@@ -7,8 +7,9 @@ gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 ``record_every`` chooses which iterates a result holds: every step (1, the default), every k-th
 step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
 GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
-pure-torch loop :func:`_descend_torch`; the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
-``compiled`` or ``torch``) chooses, and a test checks that both give the same iterates.
+pure-torch loop :func:`_descend_torch`, and joint GD on (v, p) likewise (its torch loop:
+:func:`_descend_joint_torch`); the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
+``compiled`` or ``torch``) chooses, and tests check that both give the same iterates.
 """
 from __future__ import annotations
 
@@ -488,8 +489,8 @@ def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, e
     """:func:`_descend_joint_torch` on the compiled kernel (:mod:`._compiled`, section gd_joint).
 
     The kernel marks a lane that met a margin or slope that is not finite (a gradient that is not
-    finite makes the next iterate so, and its margins NaN) and stops its block; the whole call then reruns on
-    the torch loop. That is correct because where every number is finite the torch loop neither
+    finite makes the next iterate so, and its margins NaN) and stops its block; the whole call
+    then reruns on the torch loop. That is correct because where every number is finite the torch loop neither
     raises nor rescales (derivative_weights rescales only non-finite slopes, the F6 retry and the
     errors follow only a non-finite iterate), so the two compute the same steps; and the rerun,
     from the same starts, makes every other case the torch engine's: the same error message, or
