@@ -1,7 +1,8 @@
 """The compiled gradient-descent engine on the prompt: one fused pass per step, SIMD over runs.
 
-Imported only when :func:`maxmargin.train.gd` (or ``gd_stack``) first runs with the compiled
-engine (numba compiles it on first use, about 10 s, and caches the machine code on disk).
+Imported only when :func:`maxmargin.train.gd` (or ``gd_stack``, or ``gd_joint``: its kernel is the
+last section of this file) first runs with the compiled engine (numba compiles it on first use,
+about 10 s, and caches the machine code on disk).
 The mathematics is that of :func:`maxmargin.train._descend_torch`, the pure-torch fallback that a
 test compares against to 1e-12 relative:
 
@@ -719,3 +720,341 @@ def ready() -> None:
         else:
             config.SLP_VECTORIZE = before
     _READY.append(True)
+
+
+# --- gd_joint: GD on (v, p) ----------------------------------------------------------------------
+#
+# The engine of :func:`maxmargin.train.gd_joint` (its torch loop, ``train._descend_joint_torch``,
+# is the same mathematics). Blocks of L starts as above, lane l of coordinate e of v and of p at
+# e * L + l. Per step and sequence i, for the L lanes: the scores gamma_t = Y_i x_it . v and the
+# logits k_it . p (two lane sums: v differs per lane, so the scores do too), the softmax and the
+# margin relative to the most-attended token (:func:`_attend_scores`), the slope w = l'(z) / n
+# (:func:`_slopes`), then grad_v += sum_t Y_i x_it s_t w and grad_p += sum_t k_it s_t
+# (gamma_t - z) w; each gradient then steps by :func:`_update` (its own eps under normalized GD).
+#
+# The kernel computes only where every number is finite: a real lane whose margin or slope is not
+# finite gets the step in out.failed and its block stops (a gradient that is not finite makes the
+# next iterate so, whose scores or logits, and so margins, are then NaN: caught at the next step,
+# the last one included). The caller then reruns the whole call on the torch loop,
+# which raises the right error or takes its rescaled steps (the F6 retry, the exponential loss's
+# log-domain slopes): where everything is finite that loop neither raises nor rescales, so the
+# two compute the same steps. Only a finite gradient whose squares overflow is handled here
+# (marked -2 for :func:`_update`, as in gd), and one whose squares underflow (:func:`_update`).
+
+
+class JointProblem(NamedTuple):
+    """The validated inputs of :func:`descend_joint`: XY (n, T, d) tokens signed by their labels,
+    Y_i x_it; K (n, T, d) keys; tracked (n,) int64 token per sequence (read when
+    JointSettings.track)."""
+
+    XY: np.ndarray
+    K: np.ndarray
+    tracked: np.ndarray
+
+
+class JointSettings(NamedTuple):
+    """steps, lr, loss (a ``*_CODE``), normalized, eps_v, eps_p, record (R,) the recorded steps
+    (the last one ``steps``), track: whether to record the attention on ``tracked``."""
+
+    steps: int
+    lr: float
+    loss: int
+    normalized: bool
+    eps_v: float
+    eps_p: float
+    record: np.ndarray
+    track: bool
+
+
+class JointRecords(NamedTuple):
+    """What :func:`descend_joint` writes for the B real starts: v, p (R, B, d); risk and
+    probability (R, B) (mean loss and mean expit of the margins); on (R, B, n) attention on the
+    tracked tokens (when tracked); failed (B,) the step at which a lane met a number that is not
+    finite (-1 if none): the caller then reruns on the torch loop."""
+
+    v: np.ndarray
+    p: np.ndarray
+    risk: np.ndarray
+    probability: np.ndarray
+    on: np.ndarray
+    failed: np.ndarray
+
+
+def empty_joint_records(R: int, B: int, n: int, d: int) -> JointRecords:
+    """Output buffers of :func:`descend_joint`: the result's arrays, no larger."""
+    return JointRecords(np.empty((R, B, d)), np.empty((R, B, d)), np.empty((R, B)),
+                        np.empty((R, B)), np.empty((R, B, n)), np.full(B, -1, dtype=np.int64))
+
+
+class _JointLanes(NamedTuple):
+    """Scratch of one block of L joint runs (lane l of coordinate e at e * L + l)."""
+
+    v: np.ndarray        # (d * L,) heads
+    p: np.ndarray        # (d * L,) prompts
+    gv: np.ndarray       # (d * L,) gradients
+    gp: np.ndarray
+    gamma: np.ndarray    # (T * L,) scores of the current sequence, per lane
+    s: np.ndarray        # (T * L,) logits, then attention
+    c: np.ndarray        # (T * L,) contribution to a gradient, per token
+    top: np.ndarray      # (L,) int64 most-attended token
+    ref: np.ndarray      # (L,) its score
+    offset: np.ndarray   # (L,) sum_t s_t (gamma_t - ref)
+    z: np.ndarray        # (L,) margin
+    w: np.ndarray        # (L,) l'(z) / n
+    nv: np.ndarray       # (L,) |grad_v|^2, then the normalization (see _update)
+    np_: np.ndarray      # (L,) the same for grad_p
+    seen: np.ndarray     # (L,) sum of 0 * (margins, slopes): NaN once one is not finite
+    risk: np.ndarray     # (L,) sum of the losses at a recorded step
+    prob: np.ndarray     # (L,) sum of expit(z)
+
+
+class _Step(NamedTuple):
+    """The arrays :func:`_update` reads of one parameter: iterate p, gradient g, norm."""
+
+    p: np.ndarray
+    g: np.ndarray
+    norm: np.ndarray
+
+
+class _Rule(NamedTuple):
+    """The settings :func:`_update` reads, with the eps of one parameter."""
+
+    normalized: bool
+    lr: float
+    eps: float
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _joint_lanes(T, d, L):
+    return _JointLanes(np.empty(d * L), np.empty(d * L), np.empty(d * L), np.empty(d * L),
+                       np.empty(T * L), np.empty(T * L), np.empty(T * L),
+                       np.empty(L, dtype=np.int64), np.empty(L), np.empty(L),
+                       np.empty(L), np.empty(L), np.empty(L), np.empty(L), np.empty(L),
+                       np.empty(L), np.empty(L))
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _lane_sums(Xi, x, out, T, d, L):
+    """out[t * L + l] = sum_e Xi[t, e] x[e * L + l] (:func:`_logits` for L lanes)."""
+    if L == WIDE:
+        _logits16(Xi, x, out, T, d)
+    else:
+        _logits(Xi, x, out, T, d)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _lane_contraction(Xi, c, g, T, d, L):
+    """g[e * L + l] += sum_t Xi[t, e] c[t * L + l] (:func:`_add_contraction` for L lanes)."""
+    if L == WIDE:
+        _add_contraction16(Xi, c, g, T, d)
+    else:
+        _add_contraction(Xi, c, g, T, d)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _normalize8_scores(s, gamma, o, T, L, top, ref, offset, z):
+    """:func:`_normalize8` with scores of each lane, gamma (T * L,)."""
+    a0, a1, a2, a3, a4, a5, a6, a7 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    for t in range(T):
+        q = t * L + o
+        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7]
+        a0 += x0
+        a1 += x1
+        a2 += x2
+        a3 += x3
+        a4 += x4
+        a5 += x5
+        a6 += x6
+        a7 += x7
+    a0, a1, a2, a3, a4, a5, a6, a7 = 1.0 / a0, 1.0 / a1, 1.0 / a2, 1.0 / a3, 1.0 / a4, 1.0 / a5, 1.0 / a6, 1.0 / a7
+    r0, r1, r2, r3, r4, r5, r6, r7 = gamma[top[o + 0] * L + o + 0], gamma[top[o + 1] * L + o + 1], gamma[top[o + 2] * L + o + 2], gamma[top[o + 3] * L + o + 3], gamma[top[o + 4] * L + o + 4], gamma[top[o + 5] * L + o + 5], gamma[top[o + 6] * L + o + 6], gamma[top[o + 7] * L + o + 7]
+    f0, f1, f2, f3, f4, f5, f6, f7 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    for t in range(T):
+        q = t * L + o
+        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0] * a0, s[q + 1] * a1, s[q + 2] * a2, s[q + 3] * a3, s[q + 4] * a4, s[q + 5] * a5, s[q + 6] * a6, s[q + 7] * a7
+        g0, g1, g2, g3, g4, g5, g6, g7 = gamma[q + 0], gamma[q + 1], gamma[q + 2], gamma[q + 3], gamma[q + 4], gamma[q + 5], gamma[q + 6], gamma[q + 7]
+        s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7] = x0, x1, x2, x3, x4, x5, x6, x7
+        f0 += x0 * (g0 - r0)
+        f1 += x1 * (g1 - r1)
+        f2 += x2 * (g2 - r2)
+        f3 += x3 * (g3 - r3)
+        f4 += x4 * (g4 - r4)
+        f5 += x5 * (g5 - r5)
+        f6 += x6 * (g6 - r6)
+        f7 += x7 * (g7 - r7)
+    ref[o + 0], ref[o + 1], ref[o + 2], ref[o + 3], ref[o + 4], ref[o + 5], ref[o + 6], ref[o + 7] = r0, r1, r2, r3, r4, r5, r6, r7
+    offset[o + 0], offset[o + 1], offset[o + 2], offset[o + 3], offset[o + 4], offset[o + 5], offset[o + 6], offset[o + 7] = f0, f1, f2, f3, f4, f5, f6, f7
+    z[o + 0], z[o + 1], z[o + 2], z[o + 3], z[o + 4], z[o + 5], z[o + 6], z[o + 7] = r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5, r6 + f6, r7 + f7
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _dlogits8_scores(s, gamma, o, T, L, ref, offset, w, c):
+    """:func:`_dlogits8` with scores of each lane, gamma (T * L,)."""
+    r0, r1, r2, r3, r4, r5, r6, r7 = ref[o + 0], ref[o + 1], ref[o + 2], ref[o + 3], ref[o + 4], ref[o + 5], ref[o + 6], ref[o + 7]
+    f0, f1, f2, f3, f4, f5, f6, f7 = offset[o + 0], offset[o + 1], offset[o + 2], offset[o + 3], offset[o + 4], offset[o + 5], offset[o + 6], offset[o + 7]
+    w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
+    for t in range(T):
+        q = t * L + o
+        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7]
+        g0, g1, g2, g3, g4, g5, g6, g7 = gamma[q + 0], gamma[q + 1], gamma[q + 2], gamma[q + 3], gamma[q + 4], gamma[q + 5], gamma[q + 6], gamma[q + 7]
+        c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = (x0 * ((g0 - r0) - f0)) * w0, (x1 * ((g1 - r1) - f1)) * w1, (x2 * ((g2 - r2) - f2)) * w2, (x3 * ((g3 - r3) - f3)) * w3, (x4 * ((g4 - r4) - f4)) * w4, (x5 * ((g5 - r5) - f5)) * w5, (x6 * ((g6 - r6) - f6)) * w6, (x7 * ((g7 - r7) - f7)) * w7
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _weighted8(s, o, T, L, w, c):
+    """Lanes o..o+7 of c = s w, per token (scalars as in :func:`_shift8`)."""
+    w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
+    for t in range(T):
+        q = t * L + o
+        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7]
+        c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = x0 * w0, x1 * w1, x2 * w2, x3 * w3, x4 * w4, x5 * w5, x6 * w6, x7 * w7
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _attend_scores(gamma, s, top, ref, offset, z, T, L):
+    """:func:`_attend` with scores of each lane, gamma (T * L,), and the logits already in s:
+    s becomes the attention; per lane the top token, its score ref, offset and margin z."""
+    for o in range(0, L, 8):            # shift by the largest logit (the first one on ties)
+        _shift8(s, o, T, L, top)
+    _exp_lanes(s, T * L)
+    for o in range(0, L, 8):            # normalize; margin relative to the top token
+        _normalize8_scores(s, gamma, o, T, L, top, ref, offset, z)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _add_joint_gradient(XYi, Ki, gamma, s, ref, offset, w, c, gv, gp, T, d, L):
+    """gv += sum_t Y_i x_it s_t w, gp += sum_t k_it s_t (gamma_t - ref - offset) w (lanes as in
+    :func:`_attend_scores`; ``c`` is scratch)."""
+    for o in range(0, L, 8):
+        _weighted8(s, o, T, L, w, c)
+    _lane_contraction(XYi, c, gv, T, d, L)
+    for o in range(0, L, 8):
+        _dlogits8_scores(s, gamma, o, T, L, ref, offset, w, c)
+    _lane_contraction(Ki, c, gp, T, d, L)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _squared_norms(g, norm, d, L):
+    """norm = |g|^2 per lane; -2 where only the squares overflow (g finite: :func:`_update`
+    divides by its largest entry), NaN where g itself is not finite (the step becomes NaN)."""
+    for l in range(L):
+        norm[l] = 0.0
+    for e in range(d):
+        for l in range(L):
+            norm[l] += g[e * L + l] * g[e * L + l]
+    for l in range(L):
+        if not np.isfinite(norm[l]):
+            finite = True
+            for e in range(d):
+                finite = finite and np.isfinite(g[e * L + l])
+            norm[l] = -2.0 if finite else np.nan
+
+
+def _build_joint(L: int):
+    """:func:`descend_joint` for blocks of L starts (LANES or WIDE), as :func:`_build`."""
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def descend_joint(first, last_job, prob, V0, P0, run, out):
+        """Joint GD (``run``: :class:`JointSettings`) on ``prob`` (:class:`JointProblem`) from the
+        starts V0, P0 (B', d), B' a multiple of L, for the blocks ``first`` to ``last_job - 1``;
+        writes ``out`` (:class:`JointRecords`) for the first B = out.v.shape[1] starts."""
+        n, T, d = prob.K.shape
+        B = out.v.shape[1]
+        a = _joint_lanes(T, d, L)
+        v_step, p_step = _Step(a.v, a.gv, a.nv), _Step(a.p, a.gp, a.np_)
+        v_rule = _Rule(run.normalized, run.lr, run.eps_v)
+        p_rule = _Rule(run.normalized, run.lr, run.eps_p)
+        for job in range(first, last_job):
+            b0 = job * L
+            lanes = min(L, B - b0)
+            for e in range(d):
+                for l in range(L):
+                    a.v[e * L + l] = V0[b0 + l, e]
+                    a.p[e * L + l] = P0[b0 + l, e]
+            r = 0
+            for k in range(run.steps + 1):
+                held = run.record[r] == k
+                last = k == run.steps
+                for e in range(d * L):
+                    a.gv[e] = 0.0
+                    a.gp[e] = 0.0
+                for l in range(L):
+                    a.seen[l] = 0.0
+                    a.risk[l] = 0.0
+                    a.prob[l] = 0.0
+                for i in range(n):
+                    _lane_sums(prob.XY[i], a.v, a.gamma, T, d, L)
+                    _lane_sums(prob.K[i], a.p, a.s, T, d, L)
+                    _attend_scores(a.gamma, a.s, a.top, a.ref, a.offset, a.z, T, L)
+                    if held:
+                        for l in range(lanes):
+                            a.risk[l] += _loss_value(run.loss, a.z[l])
+                            a.prob[l] += 1.0 / (1.0 + np.exp(-a.z[l]))
+                        if run.track:
+                            tr = prob.tracked[i]
+                            for l in range(lanes):
+                                out.on[r, b0 + l, i] = a.s[tr * L + l]
+                    if last:
+                        for l in range(L):
+                            a.seen[l] += a.z[l] * 0.0
+                        continue
+                    _slopes(run.loss, a.z, a.w, n, L)
+                    for l in range(L):
+                        a.seen[l] += a.z[l] * 0.0 + a.w[l] * 0.0
+                    _add_joint_gradient(prob.XY[i], prob.K[i], a.gamma, a.s, a.ref, a.offset,
+                                        a.w, a.c, a.gv, a.gp, T, d, L)
+                if held:
+                    for l in range(lanes):
+                        for e in range(d):
+                            out.v[r, b0 + l, e] = a.v[e * L + l]
+                            out.p[r, b0 + l, e] = a.p[e * L + l]
+                        out.risk[r, b0 + l] = a.risk[l] / n
+                        out.probability[r, b0 + l] = a.prob[l] / n
+                    r += 1
+                if not last:
+                    if run.normalized:
+                        _squared_norms(a.gv, a.nv, d, L)
+                        _squared_norms(a.gp, a.np_, d, L)
+                    _update(v_step, v_rule, d, L)   # an iterate that is not finite makes the
+                    _update(p_step, p_rule, d, L)   # next step's margins so (checked there)
+                stop = last
+                for l in range(lanes):
+                    if not np.isfinite(a.seen[l]):
+                        out.failed[b0 + l] = k
+                        stop = True
+                if stop:
+                    break
+
+    return descend_joint
+
+
+descend_joint = _build_joint(LANES)
+descend_joint_wide = _build_joint(WIDE)
+
+_READY_JOINT = []
+
+
+def ready_joint() -> None:
+    """Compile :func:`descend_joint` and ``descend_joint_wide`` (or load them from numba's
+    cache) once per process, with LLVM's SLP vectorizer on (as :func:`ready`)."""
+    if _READY_JOINT:
+        return
+    from numba.core import config
+
+    before = getattr(config, "SLP_VECTORIZE", None)
+    config.SLP_VECTORIZE = 1
+    try:
+        n, T, d = 1, 2, 1
+        record = np.array([0, 1])
+        for kernel, lanes in ((descend_joint, LANES), (descend_joint_wide, WIDE)):
+            kernel(0, 1, JointProblem(np.zeros((n, T, d)), np.zeros((n, T, d)),
+                                      np.zeros(n, dtype=np.int64)),
+                   np.zeros((lanes, d)), np.zeros((lanes, d)),
+                   JointSettings(1, 0.1, LOGISTIC_CODE, True, 1e-12, 1e-12, record, True),
+                   empty_joint_records(len(record), lanes, n, d))
+    finally:
+        if before is None:
+            del config.SLP_VECTORIZE
+        else:
+            config.SLP_VECTORIZE = before
+    _READY_JOINT.append(True)

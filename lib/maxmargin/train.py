@@ -7,8 +7,9 @@ gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 ``record_every`` chooses which iterates a result holds: every step (1, the default), every k-th
 step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
 GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
-pure-torch loop :func:`_descend_torch`; the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
-``compiled`` or ``torch``) chooses, and a test checks that both give the same iterates.
+pure-torch loop :func:`_descend_torch`, and joint GD on (v, p) likewise (its torch loop:
+:func:`_descend_joint_torch`); the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
+``compiled`` or ``torch``) chooses, and tests check that both give the same iterates.
 """
 from __future__ import annotations
 
@@ -366,19 +367,20 @@ def _loss_code(loss: Loss) -> int | None:
     return None
 
 
-def engine(*, work: float = float("inf")) -> str:
+def engine(*, work: float = float("inf"), loaded: Callable[[], bool] | None = None) -> str:
     """The GD engine on p for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
 
     Chosen by the environment variable MAXMARGIN_ENGINE: "auto" (the default: compiled when numba
     can be imported, and the kernel is already loaded or ``work`` >= COMPILED_MIN_WORK),
-    "compiled" or "torch".
+    "compiled" or "torch". ``loaded`` tells whether the kernel in question is loaded (default:
+    gd's; gd_joint passes its own).
     """
     choice = os.environ.get("MAXMARGIN_ENGINE", "auto").strip().lower() or "auto"
     if choice not in ENGINES:
         raise ValueError(f"MAXMARGIN_ENGINE: expected one of {ENGINES}, got {choice!r}")
     if choice == "torch":
         return "torch"
-    if choice == "auto" and work < COMPILED_MIN_WORK and not _compiled_loaded():
+    if choice == "auto" and work < COMPILED_MIN_WORK and not (loaded or _compiled_loaded)():
         return "torch"
     try:
         import numba  # noqa: F401  (deferred: importing numba costs about 0.3 s)
@@ -423,6 +425,11 @@ def _compiled_loaded() -> bool:
     return module is not None and bool(module._READY)
 
 
+def _joint_loaded() -> bool:
+    module = sys.modules.get(__package__ + "._compiled")
+    return module is not None and bool(module._READY_JOINT)
+
+
 def _start_of(K: np.ndarray, P: np.ndarray) -> dict:
     """The start arguments of :func:`_overflow` for GD on p: keys K (M, n, T, d), starts P (M, B, d)."""
     return dict(start="p0", start_logits=lambda: np.einsum("mntd,mbd->mntb", K, P),
@@ -442,32 +449,86 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     wide = B >= _compiled.WIDE
     kernel, lanes = ((_compiled.descend_wide, _compiled.WIDE) if wide
                      else (_compiled.descend, _compiled.LANES))
-    padded = -(-B // lanes) * lanes
-    P0 = np.empty((M, padded, d))
-    P0[:, :B] = P
-    P0[:, B:] = P[:, -1:]   # spare lanes repeat the last start; their results are dropped
+    P0 = _padded_starts(P, lanes)
     out = _compiled.empty_records(len(record), M, B, n, T, d,  # the real starts only
                                   attention=attention, path=path)
     prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
                              np.ascontiguousarray(tracked, dtype=np.int64))
     run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
-    jobs = M * padded // lanes
-    threads = max(1, min(torch.get_num_threads(), jobs))
-    if threads == 1:
-        kernel(0, jobs, prob, P0, run, out)
-    else:  # the kernel releases the GIL; four ranges of blocks per thread balance the load
-        from concurrent.futures import ThreadPoolExecutor
-
-        bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
-        with ThreadPoolExecutor(threads) as pool:
-            for done in [pool.submit(kernel, int(a), int(b), prob, P0, run, out)
-                         for a, b in zip(bounds[:-1], bounds[1:])]:
-                done.result()
+    _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
     failed = out.failed
     if np.any(failed >= 0):
         raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
                         **_start_of(K, P))
     return _Records(out.path, out.risk, out.on, out.off, out.final)
+
+
+def _padded_starts(S: np.ndarray, lanes: int) -> np.ndarray:
+    """Starts S (..., B, d) padded to a multiple of ``lanes`` along B for the compiled kernels:
+    the spare lanes repeat the last start (their results are dropped)."""
+    B = S.shape[-2]
+    padded = np.empty(S.shape[:-2] + (-(-B // lanes) * lanes, S.shape[-1]))
+    padded[..., :B, :] = S
+    padded[..., B:, :] = S[..., -1:, :]
+    return padded
+
+
+def _run_blocks(kernel, jobs: int, *args) -> None:
+    """kernel(first, last, *args) over the blocks 0 .. jobs - 1 of a compiled kernel, on
+    torch.get_num_threads() threads: the kernels release the GIL, and each thread takes disjoint
+    ranges of blocks (four per thread, to balance the load)."""
+    threads = max(1, min(torch.get_num_threads(), jobs))
+    if threads == 1:
+        kernel(0, jobs, *args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
+    with ThreadPoolExecutor(threads) as pool:
+        for done in [pool.submit(kernel, int(a), int(b), *args)
+                     for a, b in zip(bounds[:-1], bounds[1:])]:
+            done.result()
+
+
+def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p, tracked,
+                            record) -> tuple:
+    """:func:`_descend_joint_torch` on the compiled kernel (:mod:`._compiled`, section gd_joint).
+
+    The kernel marks a lane that met a margin or slope that is not finite (a gradient that is not
+    finite makes the next iterate so, and its margins NaN) and stops its block; the whole call
+    then reruns on the torch loop. That is correct because where every number is finite the torch loop neither
+    raises nor rescales (derivative_weights rescales only non-finite slopes, the F6 retry and the
+    errors follow only a non-finite iterate), so the two compute the same steps; and the rerun,
+    from the same starts, makes every other case the torch engine's: the same error message, or
+    the same rescaled steps. (The scale-safe normalization of a gradient whose squares under- or
+    overflow is in both.)
+    """
+    from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
+
+    _compiled.ready_joint()
+    n, T, d = X.shape
+    B = P.shape[0]
+    threads = torch.get_num_threads()
+    # 16 lanes per block as in _descend_compiled, unless 8 give more of the threads work (B = 16
+    # on two threads: one 16-lane block would leave a thread idle)
+    wide = B >= _compiled.WIDE and (-(-B // _compiled.WIDE)
+                                    >= min(threads, -(-B // _compiled.LANES)))
+    kernel, lanes = ((_compiled.descend_joint_wide, _compiled.WIDE) if wide
+                     else (_compiled.descend_joint, _compiled.LANES))
+    V0, P0 = _padded_starts(V, lanes), _padded_starts(P, lanes)
+    out = _compiled.empty_joint_records(len(record), B, n, d)   # the real starts only
+    prob = _compiled.JointProblem(np.ascontiguousarray(Y[:, None, None] * X),  # exact
+                                  np.ascontiguousarray(K),
+                                  np.zeros(n, dtype=np.int64) if tracked is None
+                                  else np.ascontiguousarray(tracked, dtype=np.int64))
+    run = _compiled.JointSettings(steps, lr, _loss_code(loss), bool(normalized), eps_v, eps_p,
+                                  record, tracked is not None)
+    _run_blocks(kernel, P0.shape[0] // lanes, prob, V0, P0, run, out)
+    if np.any(out.failed >= 0):
+        del out
+        return _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p,
+                                    tracked, record)
+    return out.v, out.p, out.risk, out.probability, out.on
 
 
 def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
@@ -872,6 +933,34 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     _affordable_descent(steps, _record_count(steps, record_every), len(P), n * T * d,
                         2 * d + n + 2, 0)
     record = _record_steps(steps, record_every)
+    work = 2 * len(P) * (steps + 1) * n * T * d
+    if _loss_code(loss) is not None and engine(work=work, loaded=_joint_loaded) == "compiled":
+        vs, ps, risks, probs, on = _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss,
+                                                           normalized, eps_v, eps_p, tracked,
+                                                           record)
+    else:
+        vs, ps, risks, probs, on = _descend_joint_torch(X, Y, K, V, P, steps, lr, loss,
+                                                        normalized, eps_v, eps_p, tracked, record)
+    if tracked is None:
+        R, B = len(record), len(P)
+        rows = np.arange(n)
+        K2 = _kernels.tensor(K.reshape(n * T, d))
+        tracked = np.argmax(_kernels.scores(X, Y, vs[-1, 0]), axis=1)  # the final v (step steps)
+        with _kernels.threads_for(n * T * B):
+            for r in range(R):  # the attention of each record again, as the loop computed it
+                logits = (K2 @ _kernels.tensor(ps[r].T)).view(n, T, B)
+                shift = torch.max(logits, dim=1, keepdim=True).values
+                on[r] = _kernels.softmax_tokens_(logits, shift).numpy()[rows, tracked].T
+    return JointTrajectory(vs, ps, risks, probs, on, tracked, lr, normalized, record)
+
+
+def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p, tracked,
+                         record) -> tuple:
+    """The torch loop of :func:`gd_joint` on validated inputs: tokens X and keys K (n, T, d),
+    labels Y (n,), starts V, P (B, d), tracked (n,) or None, recorded steps ``record`` (R,).
+    Returns the records (v, p, risk, probability, on); ``on`` is left unset when ``tracked`` is
+    None (gd_joint fills it after the run). Raises the overflow errors of gd_joint."""
+    n, T, d = X.shape
     R = len(record)
     B = P.shape[0]
 
@@ -931,15 +1020,7 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
                     raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
                                     **start_joint)
             VP = new
-        V = VP[0].T.numpy()
-    if tracked is None:
-        tracked = np.argmax(_kernels.scores(X, Y, V[0]), axis=1)
-        with _kernels.threads_for(n * T * B):
-            for r in range(R):  # the attention of each record again, as the loop computed it
-                logits = (K2 @ _kernels.tensor(ps[r].T)).view(n, T, B)
-                shift = torch.max(logits, dim=1, keepdim=True).values
-                on[r] = _kernels.softmax_tokens_(logits, shift).numpy()[rows, tracked].T
-    return JointTrajectory(vs, ps, risks, probs, on, tracked, lr, normalized, record)
+    return vs, ps, risks, probs, on
 
 
 def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,

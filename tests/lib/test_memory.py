@@ -119,6 +119,8 @@ def recording_memory(routine: str, engine: str, starts: int = 8) -> dict:
 
 @pytest.mark.parametrize("routine, engine", [("gd", "compiled"), ("gd", "torch"),
                                              ("gd_joint", "torch"), ("gd_joint, track", "torch"),
+                                             ("gd_joint", "compiled"),
+                                             ("gd_joint, track", "compiled"),
                                              ("gd_W", "torch"), ("gd_W", "compiled"),
                                              ("gd_KQ", "torch")])
 def test_recording_peaks_at_the_returned_arrays_and_the_estimate_is_that_peak(routine, engine):
