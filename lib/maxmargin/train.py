@@ -365,19 +365,19 @@ def _loss_code(loss: Loss) -> int | None:
     return None
 
 
-def engine(*, work: float = float("inf")) -> str:
-    """The GD engine on p for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
+def engine(*, work: float = float("inf"), kernel: str = "gd") -> str:
+    """The GD engine for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
 
     Chosen by the environment variable MAXMARGIN_ENGINE: "auto" (the default: compiled when numba
-    can be imported, and the kernel is already loaded or ``work`` >= COMPILED_MIN_WORK),
-    "compiled" or "torch".
+    can be imported, and the compiled ``kernel`` ("gd": GD on p, "gd_KQ": on the factors) is
+    already loaded or ``work`` >= COMPILED_MIN_WORK), "compiled" or "torch".
     """
     choice = os.environ.get("MAXMARGIN_ENGINE", "auto").strip().lower() or "auto"
     if choice not in ENGINES:
         raise ValueError(f"MAXMARGIN_ENGINE: expected one of {ENGINES}, got {choice!r}")
     if choice == "torch":
         return "torch"
-    if choice == "auto" and work < COMPILED_MIN_WORK and not _compiled_loaded():
+    if choice == "auto" and work < COMPILED_MIN_WORK and not _compiled_loaded(kernel):
         return "torch"
     try:
         import numba  # noqa: F401  (deferred: importing numba costs about 0.3 s)
@@ -413,9 +413,12 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, cal
     return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller)
 
 
-def _compiled_loaded() -> bool:
+_READY_FLAGS = {"gd": "_READY", "gd_KQ": "_READY_KQ"}  # each kernel's "loaded" list in _compiled
+
+
+def _compiled_loaded(kernel: str = "gd") -> bool:
     module = sys.modules.get(__package__ + "._compiled")
-    return module is not None and bool(module._READY)
+    return module is not None and bool(getattr(module, _READY_FLAGS[kernel]))
 
 
 def _start_of(K: np.ndarray, P: np.ndarray) -> dict:
@@ -445,23 +448,29 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
                              np.ascontiguousarray(tracked, dtype=np.int64))
     run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
-    jobs = M * padded // lanes
-    threads = max(1, min(torch.get_num_threads(), jobs))
-    if threads == 1:
-        kernel(0, jobs, prob, P0, run, out)
-    else:  # the kernel releases the GIL; four ranges of blocks per thread balance the load
-        from concurrent.futures import ThreadPoolExecutor
-
-        bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
-        with ThreadPoolExecutor(threads) as pool:
-            for done in [pool.submit(kernel, int(a), int(b), prob, P0, run, out)
-                         for a, b in zip(bounds[:-1], bounds[1:])]:
-                done.result()
+    _on_threads(kernel, M * padded // lanes, prob, P0, run, out)
     failed = out.failed
     if np.any(failed >= 0):
         raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
                         **_start_of(K, P))
     return _Records(out.path, out.risk, out.on, out.off, out.final)
+
+
+def _on_threads(kernel, jobs: int, *args) -> None:
+    """Run ``kernel(first, last, *args)`` over the blocks 0 to ``jobs - 1`` of a compiled kernel:
+    in the calling thread, or in disjoint ranges of blocks on torch.get_num_threads() threads
+    (the kernels release the GIL; four ranges per thread balance the load)."""
+    threads = max(1, min(torch.get_num_threads(), jobs))
+    if threads == 1:
+        kernel(0, jobs, *args)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
+    with ThreadPoolExecutor(threads) as pool:
+        for done in [pool.submit(kernel, int(a), int(b), *args)
+                     for a, b in zip(bounds[:-1], bounds[1:])]:
+            done.result()
 
 
 def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
