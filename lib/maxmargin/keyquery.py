@@ -129,7 +129,9 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     (+ eps), K <- K - lr dK / (||dK||_F + eps) and likewise for Q (as the follow-up paper's
     code). A zero factor has a zero gradient for the other one: from Q0 = 0 the first step
     leaves K where it is. Raises ``ValueError`` naming the step and the cause (v's scale or lr)
-    if a gradient or an iterate overflows float64.
+    if a gradient or an iterate overflows float64. With one shared query, reg = 0 and a
+    built-in loss the run takes the compiled engine where :func:`gd` would (numba, chosen by
+    ``MAXMARGIN_ENGINE`` as in :func:`gd`), with the same results to rounding.
 
     Parameters
     ----------

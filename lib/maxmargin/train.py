@@ -8,7 +8,8 @@ gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
 GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
 pure-torch loop :func:`_descend_torch`; the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
-``compiled`` or ``torch``) chooses, and a test checks that both give the same iterates.
+``compiled`` or ``torch``) chooses, and a test checks that both give the same iterates (as for
+:func:`~maxmargin.gd_KQ` with one shared prompt, whose kernel is in the same module).
 """
 from __future__ import annotations
 
