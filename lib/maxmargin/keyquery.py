@@ -231,10 +231,12 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
     out = _compiled.empty_kq_records(len(record), B, d, m)   # the real starts only
     run = _compiled.KQSettings(steps, lr, _loss_code(loss), bool(normalized), eps, record, pp,
                                float(np.sqrt(pp)), _largest(p))
-    q0 = np.ascontiguousarray(np.einsum("bdm,d->bm", Q0, p))   # q = Q^T p
-    _on_threads(kernel, -(-B // lanes), np.ascontiguousarray(X), np.ascontiguousarray(gamma),
-                np.ascontiguousarray(p), np.ascontiguousarray(K0), np.ascontiguousarray(Q0), q0,
-                run, out)
+    q0 = np.einsum("bdm,d->bm", Q0, p)                         # q = Q^T p
+    # C-contiguous and writable, as the arrays ready_kq() compiled for: a read-only array (a
+    # broadcast query) is another numba type, compiled again without the SLP vectorizer
+    X, gamma, p, K0, Q0, q0 = (np.require(a, np.float64, ("C", "W"))
+                               for a in (X, gamma, p, K0, Q0, q0))
+    _on_threads(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, run, out)
     if np.any(out.marked):
         return None
     return KQTrajectory(_readonly(out.K), _readonly(out.Q), _readonly(out.risk), lr, normalized,
