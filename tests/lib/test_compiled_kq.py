@@ -243,3 +243,22 @@ def test_two_threads_give_the_one_thread_run(monkeypatch):
         torch.set_num_threads(threads)
     for name in ("K", "Q", "risk"):
         np.testing.assert_array_equal(getattr(runs[1], name), getattr(runs[0], name))
+
+
+def test_every_call_runs_the_kernels_compiled_by_ready_kq(monkeypatch, torch_calls):
+    """A shared query given as (d,) (read-only, broadcast by the validation) or as (n, d) equal
+    rows, B = 3 and 20 (both kernels): each kernel keeps the one numba specialization that
+    ready_kq() compiled with the SLP vectorizer. Bug caught: a read-only or non-contiguous
+    array passed to the kernel, which numba compiles again (10 s) without the vectorizer."""
+    from maxmargin import _compiled
+
+    X, Y, v, p = instance(13)
+    rng = np.random.default_rng(14)
+    use_engine(monkeypatch, "compiled")
+    for B in (3, 20):
+        K0, Q0 = rng.standard_normal((B, 3, 2)), rng.standard_normal((B, 3, 2))
+        for queries in (p, np.tile(p, (5, 1)), p[::-1].copy()[::-1]):
+            mm.gd_KQ(X, Y, v, K0, Q0, queries, 3, 0.1, normalized=True)
+    assert not torch_calls
+    assert len(_compiled.descend_kq.signatures) == 1, _compiled.descend_kq.signatures
+    assert len(_compiled.descend_kq_wide.signatures) == 1, _compiled.descend_kq_wide.signatures
