@@ -151,15 +151,18 @@ CUSTOM = mm.Loss("doubled logistic", "log(1 + exp(-2 * x))",
                  torch_derivative=lambda x: -2.0 * torch.sigmoid(-2.0 * x))
 
 
-@pytest.mark.parametrize("case", ["queries per sequence", "reg > 0", "custom loss", "p = 0"])
+@pytest.mark.parametrize("case", ["queries per sequence", "reg > 0", "custom loss", "p = 0",
+                                  "|p|^2 subnormal"])
 def test_other_runs_take_the_torch_loop_and_match_autograd(case, monkeypatch, torch_calls):
-    """With MAXMARGIN_ENGINE=compiled, a query per sequence, a penalty reg > 0, a custom Loss and
-    a zero prompt run on the torch loop, and still match the autograd loop (1e-12). Bugs caught:
-    the kernel taking runs it does not compute (it would drop the penalty, use the first query
-    for every sequence, the logistic loss for the custom one, or divide by |p|^2 = 0)."""
+    """With MAXMARGIN_ENGINE=compiled, a query per sequence, a penalty reg > 0, a custom Loss, a
+    zero prompt and a prompt of size 1e-160 run on the torch loop, and still match the autograd
+    loop (1e-12). Bugs caught: the kernel taking runs it does not compute (it would drop the
+    penalty, use the first query for every sequence, the logistic loss for the custom one,
+    divide by |p|^2 = 0, or move q by a subnormal |p|^2 that has lost its digits)."""
     X, Y, v, p = instance(5)
     rng = np.random.default_rng(6)
-    Z = {"queries per sequence": rng.standard_normal((5, 3)), "p = 0": np.zeros(3)}.get(case, p)
+    Z = {"queries per sequence": rng.standard_normal((5, 3)), "p = 0": np.zeros(3),
+         "|p|^2 subnormal": 1e-160 * p}.get(case, p)
     reg = 0.05 if case == "reg > 0" else 0.0
     loss = CUSTOM if case == "custom loss" else "logistic"
     torch_loss = LOSS_TORCH["logistic"] if case != "custom loss" else CUSTOM.torch_value
