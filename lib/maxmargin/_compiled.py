@@ -578,9 +578,9 @@ def ready() -> None:
 # The kernel computes only where float64 is safely in range: a lane whose gradient, weights or
 # iterates are not finite, or whose squared sizes leave [KQ_TINY, KQ_LIMIT] (a normalized step
 # of a gradient too small or too large to take its norm directly, the exponential loss's weights
-# beyond float64 that the torch loop rescales), is marked in ``marked`` and its block stops; the
-# caller then runs the whole call again on the torch loop, which raises its error or takes the
-# careful path. Nothing here validates its inputs.
+# beyond float64 that the torch loop rescales), is marked in ``marked``, and every block stops
+# (``halt``); the caller then runs the whole call again on the torch loop, which raises its
+# error or takes its careful path. Nothing here validates its inputs.
 
 KQ_LIMIT = 1e280    # a lane's squared sizes above this (or NaN) mark it: far below overflow
 KQ_TINY = 1e-280    # a normalized step's squared norm below this (but > 0) marks the lane
@@ -604,18 +604,20 @@ class KQSettings(NamedTuple):
 class KQRecords(NamedTuple):
     """What :func:`descend_kq` writes for the B real starts: K, Q (R, B, d, m) the factors and
     risk (R, B) the risk at the recorded steps; marked (B,) 1 for a run that met a value out of
-    the kernel's range (its records are then incomplete: the caller runs the torch loop)."""
+    the kernel's range (its records are then incomplete: the caller runs the torch loop); halt
+    (1,) set to 1 with the first mark, after which every block stops at its next step."""
 
     K: np.ndarray
     Q: np.ndarray
     risk: np.ndarray
     marked: np.ndarray
+    halt: np.ndarray
 
 
 def empty_kq_records(R: int, B: int, d: int, m: int) -> KQRecords:
     """Output buffers of :func:`descend_kq` for R recorded steps of B starts."""
     return KQRecords(np.empty((R, B, d, m)), np.empty((R, B, d, m)), np.zeros((R, B)),
-                     np.zeros(B, dtype=np.int64))
+                     np.zeros(B, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
@@ -655,6 +657,8 @@ def _build_kq(L: int):
         B, _, m = K0.shape
         lr = run.lr
         for job in range(first, last_job):
+            if out.halt[0] != 0:
+                return
             b0 = job * L
             lanes = min(L, B - b0)
             a = _lanes(T, d, L)            # a.p holds u = K q, a.g the gradient a in u
@@ -741,12 +745,11 @@ def _build_kq(L: int):
                     _kq_sum_squares(moved, m, nb, L)
                     for l in range(L):
                         size[l] += na[l] + nq[l] + nb[l] * (run.pmax * run.pmax)
-                stop = False
                 for l in range(lanes):
                     if not size[l] <= KQ_LIMIT:
                         out.marked[b0 + l] = 1
-                        stop = True
-                if stop or last:
+                        out.halt[0] = 1             # (read by the other threads' blocks)
+                if out.halt[0] != 0 or last:        # the caller runs the torch loop instead
                     break
 
     return descend_kq

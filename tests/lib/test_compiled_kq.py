@@ -265,3 +265,26 @@ def test_every_call_runs_the_kernels_compiled_by_ready_kq(monkeypatch, torch_cal
     assert not torch_calls
     assert len(_compiled.descend_kq.signatures) == 1, _compiled.descend_kq.signatures
     assert len(_compiled.descend_kq_wide.signatures) == 1, _compiled.descend_kq_wide.signatures
+
+
+def test_a_mark_stops_every_block(monkeypatch):
+    """The kernel alone, 40 starts in blocks of 8 of which only start 0 leaves float64 (K0 near
+    1e150, lr huge): that run is marked, the halt flag set, and every later block stops at
+    once, so their records stay untouched (NaN here). Bug caught: the other blocks running all
+    their steps for nothing (the call is re-run on the torch loop anyway)."""
+    from maxmargin import _compiled
+
+    X, Y, v, p = instance(15)
+    rng = np.random.default_rng(16)
+    K0, Q0 = rng.standard_normal((40, 3, 2)), rng.standard_normal((40, 3, 2))
+    K0[0] *= 1e150
+    _compiled.ready_kq()
+    out = _compiled.empty_kq_records(2, 40, 3, 2)
+    out.K[:] = np.nan
+    gamma = Y[:, None] * (X @ v)
+    run = _compiled.KQSettings(1000, 1e10, _compiled.LOGISTIC_CODE, False, 1e-12,
+                               np.array([0, 1000]), float(p @ p), float(np.linalg.norm(p)),
+                               float(np.abs(p).max()))
+    _compiled.descend_kq(0, 5, X, gamma, p, K0, Q0, np.einsum("bdm,d->bm", Q0, p), run, out)
+    assert out.marked[0] == 1 and out.halt[0] == 1
+    assert np.all(np.isnan(out.K[:, 8:])), "a block after the mark ran"
