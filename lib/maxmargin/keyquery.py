@@ -211,17 +211,21 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
     (:func:`maxmargin._compiled.descend_kq`), or None where the torch loop must run the call.
 
     None when |p|^2 is 0 or not a normal float (the kernel moves Q along p through q = Q^T p),
-    or when a run met a value outside the kernel's range (a gradient, weight or iterate not
-    finite or near overflow, or a norm too small or too large to take directly). Re-running the
-    WHOLE call on the torch loop is then correct: both engines compute the same steps (to
-    rounding) wherever the kernel did not mark a run, so the torch loop reaches the same state,
-    and it alone decides what happens there: it raises the ValueError naming the step and the
-    cause, or takes its careful path (the exponential loss's rescaled weights under normalized
-    GD, a norm computed from the gradient divided by its largest entry)."""
+    when an entry of Q0 exceeds 1e140 (the kernel sees Q0 only through q, blind to the part
+    orthogonal to p, so it could not tell whether Q = Q0 - p D^T overflows), or when a run met a value outside the kernel's range (a gradient, weight or iterate not
+    finite or near overflow, or a norm too small or too large to take directly), and the caller
+    then runs the WHOLE call on the torch loop. Why the errors and results stay those of the
+    torch engine: after a mark the call's outcome is by construction the torch loop's (its
+    ValueError naming the step and the cause, or its careful path: the exponential loss's
+    rescaled weights under normalized GD, a norm taken from the gradient divided by its largest
+    entry); without a mark, every weight, gradient, u, K, q and Q of every step was finite with
+    squared sizes below 1e280, so the torch loop, computing the same quantities to rounding,
+    would not have raised (it raises only on weights or factors that are not finite), and its
+    careful path would have taken the same step (it is the same formula, rescaled)."""
     from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
 
     pp = float(p @ p)
-    if not (np.finfo(np.float64).tiny <= pp < np.inf):
+    if not (np.finfo(np.float64).tiny <= pp < np.inf) or _largest(Q0) > 1e140:
         return None
     _compiled.ready_kq()
     n, T, d = X.shape

@@ -152,13 +152,14 @@ CUSTOM = mm.Loss("doubled logistic", "log(1 + exp(-2 * x))",
 
 
 @pytest.mark.parametrize("case", ["queries per sequence", "reg > 0", "custom loss", "p = 0",
-                                  "|p|^2 subnormal"])
+                                  "|p|^2 subnormal", "Q0 of 1e200 off p"])
 def test_other_runs_take_the_torch_loop_and_match_autograd(case, monkeypatch, torch_calls):
     """With MAXMARGIN_ENGINE=compiled, a query per sequence, a penalty reg > 0, a custom Loss, a
-    zero prompt and a prompt of size 1e-160 run on the torch loop, and still match the autograd
-    loop (1e-12). Bugs caught: the kernel taking runs it does not compute (it would drop the
-    penalty, use the first query for every sequence, the logistic loss for the custom one,
-    divide by |p|^2 = 0, or move q by a subnormal |p|^2 that has lost its digits)."""
+    zero prompt, a prompt of size 1e-160 and a Q0 with entries of 1e200 in rows where p is 0
+    run on the torch loop, and still match the autograd loop (1e-12). Bugs caught: the kernel
+    taking runs it does not compute (it would drop the penalty, use the first query for every
+    sequence, the logistic loss for the custom one, divide by |p|^2 = 0, move q by a subnormal
+    |p|^2 that has lost its digits, or miss an overflow of Q0 - p D^T that q does not see)."""
     X, Y, v, p = instance(5)
     rng = np.random.default_rng(6)
     Z = {"queries per sequence": rng.standard_normal((5, 3)), "p = 0": np.zeros(3),
@@ -167,6 +168,9 @@ def test_other_runs_take_the_torch_loop_and_match_autograd(case, monkeypatch, to
     loss = CUSTOM if case == "custom loss" else "logistic"
     torch_loss = LOSS_TORCH["logistic"] if case != "custom loss" else CUSTOM.torch_value
     K0, Q0 = 0.7 * rng.standard_normal((2, 3, 2)), 0.7 * rng.standard_normal((2, 3, 2))
+    if case == "Q0 of 1e200 off p":
+        Z = np.array([0.0, 1.3, 0.0])
+        Q0[:, 0] *= 1e200
     use_engine(monkeypatch, "compiled")
     run = mm.gd_KQ(X, Y, v, K0, Q0, Z, STEPS, LR, loss=loss, normalized=True, eps=EPS, reg=reg)
     assert len(torch_calls) == 1
