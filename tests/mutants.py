@@ -847,6 +847,23 @@ MUTANTS = [
            "for r in range(R - 1, -1, -1):",
            "for r in range(R):",
            ("test_train.py", "test_reference_gd.py")),
+    # the compiled gd_KQ engine
+    Mutant("_compiled.py", "compiled gd_KQ: K's normalized step divided by |a| instead of |a| |q|",
+           "step_K[l] = norm_a * norm_q + run.eps",
+           "step_K[l] = norm_a + run.eps",
+           ("test_compiled_kq.py",)),
+    Mutant("_compiled.py", "compiled gd_KQ: q = Q^T p stepped by |p| c instead of |p|^2 c",
+           "q[j * L + l] -= run.pp * c",
+           "q[j * L + l] -= run.pnorm * c",
+           ("test_compiled_kq.py",)),
+    Mutant("_compiled.py", "compiled gd_KQ: Q recorded as Q0 + p D^T (the sign of Q's motion)",
+           "Q0[b0 + l, e, j] - p[e] * moved[j * L + l]",
+           "Q0[b0 + l, e, j] + p[e] * moved[j * L + l]",
+           ("test_compiled_kq.py",)),
+    Mutant("keyquery.py", "compiled gd_KQ: the kernel's marks ignored (no fall-back to the torch loop)",
+           "    if np.any(out.marked):\n",
+           "    if False:\n",
+           ("test_compiled_kq.py", "test_errors.py")),
 ]
 
 

@@ -1058,3 +1058,229 @@ def ready_joint() -> None:
         else:
             config.SLP_VECTORIZE = before
     _READY_JOINT.append(True)
+
+
+# --- gd_KQ: GD on the factors (K, Q), shared prompt ---
+#
+# :func:`maxmargin.keyquery.gd_KQ` with one prompt p shared by every sequence and no penalty
+# (the torch loop :func:`maxmargin.keyquery._descend_KQ` is the reference). With q = Q^T p (m,)
+# and u = K q (d,) the logits are x_it^T u, so the risk's gradient in u is the gradient a (d,)
+# that GD on a prompt computes (keys X, prompt u: :func:`_attend`, :func:`_slopes`,
+# :func:`_add_gradient` above), dL/dW = a p^T, and
+#     grad_K = a q^T,  grad_Q = p b^T with b = K^T a (m,),
+# whose Frobenius norms are |a| |q| and |p| |b|. Q moves only along p: after k steps
+# Q_k = Q_0 - p D_k^T, where D_k (m,) sums the steps' lr b / N (N = 1, or |p| |b| + eps when
+# normalized), and q_k = Q_k^T p = q_0 - |p|^2 D_k. The state of a run is therefore (K, q, D):
+# one step costs d m for u, the n T d core twice, d m for b, d m for K's update; Q itself is
+# formed only at the recorded steps. Within a step both factors move along the gradients at the
+# step's (K, q), as in the torch loop.
+#
+# The kernel computes only where float64 is safely in range: a lane whose gradient, weights or
+# iterates are not finite, or whose squared sizes leave [KQ_TINY, KQ_LIMIT] (a normalized step
+# of a gradient too small or too large to take its norm directly, the exponential loss's weights
+# beyond float64 that the torch loop rescales), is marked in ``marked``, and every block stops
+# (``halt``); the caller then runs the whole call again on the torch loop, which raises its
+# error or takes its careful path. Nothing here validates its inputs.
+
+KQ_LIMIT = 1e280    # a lane's squared sizes above this (or NaN) mark it: far below overflow
+KQ_TINY = 1e-280    # a normalized step's squared norm below this (but > 0) marks the lane
+
+
+class KQSettings(NamedTuple):
+    """steps, lr, loss (a ``*_CODE``), normalized, eps, record (R,) as :class:`Settings`; pp =
+    |p|^2, pnorm = |p|, pmax = max |p_e| of the shared prompt p."""
+
+    steps: int
+    lr: float
+    loss: int
+    normalized: bool
+    eps: float
+    record: np.ndarray
+    pp: float
+    pnorm: float
+    pmax: float
+
+
+class KQRecords(NamedTuple):
+    """What :func:`descend_kq` writes for the B real starts: K, Q (R, B, d, m) the factors and
+    risk (R, B) the risk at the recorded steps; marked (B,) 1 for a run that met a value out of
+    the kernel's range (its records are then incomplete: the caller runs the torch loop); halt
+    (1,) set to 1 with the first mark, after which every block stops at its next step."""
+
+    K: np.ndarray
+    Q: np.ndarray
+    risk: np.ndarray
+    marked: np.ndarray
+    halt: np.ndarray
+
+
+def empty_kq_records(R: int, B: int, d: int, m: int) -> KQRecords:
+    """Output buffers of :func:`descend_kq` for R recorded steps of B starts."""
+    return KQRecords(np.empty((R, B, d, m)), np.empty((R, B, d, m)), np.zeros((R, B)),
+                     np.zeros(B, dtype=np.int64), np.zeros(1, dtype=np.int64))
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _kq_sum_squares(x, count, out, L):
+    """out[l] = sum_c x[c * L + l]^2 over the count coordinates of the L lanes."""
+    for l in range(L):
+        out[l] = 0.0
+    for c in range(count):
+        for l in range(L):
+            out[l] += x[c * L + l] * x[c * L + l]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _kq_norm(squares, x, count, l, L):
+    """|x| of lane l from its sum of squares, or -1.0 where that sum is not safely in range
+    (0 for an exactly zero vector)."""
+    if KQ_TINY <= squares <= KQ_LIMIT:
+        return np.sqrt(squares)
+    if squares == 0.0:
+        for c in range(count):
+            if x[c * L + l] != 0.0:
+                return -1.0
+        return 0.0
+    return -1.0
+
+
+def _build_kq(L: int):
+    """:func:`descend_kq` for blocks of L starts (LANES or WIDE), as :func:`_build`."""
+
+    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    def descend_kq(first, last_job, X, gamma, p, K0, Q0, q0, run, out):
+        """GD on (K, Q) (``run``: :class:`KQSettings`) for keys X (n, T, d), scores gamma (n, T),
+        the shared prompt p (d,), from K0, Q0 (B, d, m) with q0 = Q0^T p (B, m), for the blocks
+        ``first`` to ``last_job - 1`` of L starts; the spare lanes of the last block repeat its
+        last start and write nothing. Writes ``out`` (:class:`KQRecords`)."""
+        n, T, d = X.shape
+        B, _, m = K0.shape
+        lr = run.lr
+        for job in range(first, last_job):
+            if out.halt[0] != 0:
+                return
+            b0 = job * L
+            lanes = min(L, B - b0)
+            a = _lanes(T, d, L)            # a.p holds u = K q, a.g the gradient a in u
+            K = np.empty(d * m * L)        # lane l of K[e, j] at (e m + j) L + l
+            q = np.empty(m * L)
+            moved = np.zeros(m * L)        # D: Q = Q0 - p D^T
+            b = np.empty(m * L)
+            na, nq, nb = np.empty(L), np.empty(L), np.empty(L)
+            size = np.empty(L)
+            step_K, step_Q = np.ones(L), np.ones(L)
+            for l in range(L):
+                s0 = min(b0 + l, B - 1)
+                for e in range(d):
+                    for j in range(m):
+                        K[(e * m + j) * L + l] = K0[s0, e, j]
+                for j in range(m):
+                    q[j * L + l] = q0[s0, j]
+            r = 0
+            for k in range(run.steps + 1):
+                held = run.record[r] == k
+                last = k == run.steps
+                u = a.p
+                for e in range(d):                          # u = K q
+                    for l in range(L):
+                        u[e * L + l] = 0.0
+                    for j in range(m):
+                        for l in range(L):
+                            u[e * L + l] += K[(e * m + j) * L + l] * q[j * L + l]
+                _kq_sum_squares(u, d, size, L)
+                for e in range(d * L):
+                    a.g[e] = 0.0
+                for i in range(n):
+                    _attend(X[i], gamma[i], u, a.s, a.top, a.ref, a.offset, a.z, T, d, L)
+                    if held:
+                        for l in range(lanes):
+                            out.risk[r, b0 + l] += _loss_value(run.loss, a.z[l]) / n
+                    if last:
+                        continue
+                    _slopes(run.loss, a.z, a.w, n, L)
+                    for l in range(L):                      # weights beyond float64: marked
+                        if not abs(a.w[l]) <= KQ_LIMIT:
+                            size[l] = np.inf
+                    _add_gradient(X[i], gamma[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d, L)
+                if held:
+                    for l in range(lanes):
+                        for e in range(d):
+                            for j in range(m):
+                                out.K[r, b0 + l, e, j] = K[(e * m + j) * L + l]
+                                out.Q[r, b0 + l, e, j] = Q0[b0 + l, e, j] - p[e] * moved[j * L + l]
+                    r += 1
+                if not last:
+                    for j in range(m):                      # b = K^T a (K of this step)
+                        for l in range(L):
+                            b[j * L + l] = 0.0
+                        for e in range(d):
+                            for l in range(L):
+                                b[j * L + l] += K[(e * m + j) * L + l] * a.g[e * L + l]
+                    _kq_sum_squares(a.g, d, na, L)
+                    _kq_sum_squares(q, m, nq, L)
+                    _kq_sum_squares(b, m, nb, L)
+                    for l in range(L):
+                        size[l] += na[l] + nb[l]
+                        if run.normalized:                  # |a q^T| = |a| |q|, |p b^T| = |p| |b|
+                            norm_a = _kq_norm(na[l], a.g, d, l, L)
+                            norm_q = _kq_norm(nq[l], q, m, l, L)
+                            norm_b = _kq_norm(nb[l], b, m, l, L)
+                            if norm_a < 0.0 or norm_q < 0.0 or norm_b < 0.0:
+                                size[l] = np.inf
+                            step_K[l] = norm_a * norm_q + run.eps
+                            step_Q[l] = run.pnorm * norm_b + run.eps
+                    for e in range(d):                      # K -= lr a q^T / N_K (this step's q)
+                        for j in range(m):
+                            for l in range(L):
+                                at = (e * m + j) * L + l
+                                K[at] -= lr * ((a.g[e * L + l] * q[j * L + l]) / step_K[l])
+                    for j in range(m):                      # Q -= lr p b^T / N_Q, as (q, D)
+                        for l in range(L):
+                            c = lr * (b[j * L + l] / step_Q[l])
+                            moved[j * L + l] += c
+                            q[j * L + l] -= run.pp * c
+                    _kq_sum_squares(K, d * m, na, L)
+                    _kq_sum_squares(q, m, nq, L)
+                    _kq_sum_squares(moved, m, nb, L)
+                    for l in range(L):
+                        size[l] += na[l] + nq[l] + nb[l] * (run.pmax * run.pmax)
+                for l in range(lanes):
+                    if not size[l] <= KQ_LIMIT:
+                        out.marked[b0 + l] = 1
+                        out.halt[0] = 1             # (read by the other threads' blocks)
+                if out.halt[0] != 0 or last:        # the caller runs the torch loop instead
+                    break
+
+    return descend_kq
+
+
+descend_kq = _build_kq(LANES)
+descend_kq_wide = _build_kq(WIDE)
+
+
+_READY_KQ = []
+
+
+def ready_kq() -> None:
+    """Compile :func:`descend_kq` and ``descend_kq_wide`` (or load them from numba's cache) once
+    per process, with LLVM's SLP vectorizer on, as :func:`ready`."""
+    if _READY_KQ:
+        return
+    from numba.core import config
+
+    before = getattr(config, "SLP_VECTORIZE", None)
+    config.SLP_VECTORIZE = 1
+    try:
+        n, T, d, m = 1, 2, 1, 1
+        record = np.array([0, 1])
+        for kernel, lanes in ((descend_kq, LANES), (descend_kq_wide, WIDE)):
+            kernel(0, 1, np.zeros((n, T, d)), np.zeros((n, T)), np.ones(d),
+                   np.zeros((lanes, d, m)), np.zeros((lanes, d, m)), np.zeros((lanes, m)),
+                   KQSettings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record, 1.0, 1.0, 1.0),
+                   empty_kq_records(len(record), lanes, d, m))
+    finally:
+        if before is None:
+            del config.SLP_VECTORIZE
+        else:
+            config.SLP_VECTORIZE = before
+    _READY_KQ.append(True)

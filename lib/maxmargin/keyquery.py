@@ -18,8 +18,9 @@ import torch
 from . import _checks, _kernels
 from .losses import Loss
 from .problem import problem, stacked
-from .train import (_affordable_descent, _largest, _overflow, _queries_shared, _record_count,
-                    _record_steps, _risk_of, _settings, _step_direction)
+from .train import (_affordable_descent, _largest, _loss_code, _run_blocks, _overflow,
+                    _queries_shared, _record_count, _record_steps, _risk_of, _settings,
+                    _step_direction, engine)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -128,7 +129,9 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     (+ eps), K <- K - lr dK / (||dK||_F + eps) and likewise for Q (as the follow-up paper's
     code). A zero factor has a zero gradient for the other one: from Q0 = 0 the first step
     leaves K where it is. Raises ``ValueError`` naming the step and the cause (v's scale or lr)
-    if a gradient or an iterate overflows float64.
+    if a gradient or an iterate overflows float64. With one shared query, reg = 0 and a
+    built-in loss the run takes the compiled engine where :func:`gd` would (numba, chosen by
+    ``MAXMARGIN_ENGINE`` as in :func:`gd`), with the same results to rounding.
 
     Parameters
     ----------
@@ -193,8 +196,55 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     _affordable_descent(steps, _record_count(steps, record_every), B,
                         n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + 1, 0)
     record = _record_steps(steps, record_every)
-    return _descend_KQ(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, record,
-                       _queries_shared(queries, Z))
+    shared = _queries_shared(queries, Z)
+    if (shared and reg == 0 and _loss_code(loss) is not None
+            and engine(work=B * (steps + 1) * n * T * d, kernel="gd_KQ") == "compiled"):
+        run = _descend_KQ_compiled(X, gamma, Z[0], K, Q, steps, lr, loss, normalized, eps, record)
+        if run is not None:
+            return run
+    return _descend_KQ(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, record, shared)
+
+
+def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
+                         record) -> KQTrajectory | None:
+    """:func:`_descend_KQ` for one shared prompt p (d,) and reg = 0 on the compiled kernel
+    (:func:`maxmargin._compiled.descend_kq`), or None where the torch loop must run the call.
+
+    None when |p|^2 is 0 or not a normal float (the kernel moves Q along p through q = Q^T p),
+    when an entry of Q0 exceeds 1e140 (the kernel sees Q0 only through q, blind to the part
+    orthogonal to p, so it could not tell whether Q = Q0 - p D^T overflows), or when a run met a value outside the kernel's range (a gradient, weight or iterate not
+    finite or near overflow, or a norm too small or too large to take directly), and the caller
+    then runs the WHOLE call on the torch loop. Why the errors and results stay those of the
+    torch engine: after a mark the call's outcome is by construction the torch loop's (its
+    ValueError naming the step and the cause, or its careful path: the exponential loss's
+    rescaled weights under normalized GD, a norm taken from the gradient divided by its largest
+    entry); without a mark, every weight, gradient, u, K, q and Q of every step was finite with
+    squared sizes below 1e280, so the torch loop, computing the same quantities to rounding,
+    would not have raised (it raises only on weights or factors that are not finite), and its
+    careful path would have taken the same step (it is the same formula, rescaled)."""
+    from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
+
+    pp = float(p @ p)
+    if not (np.finfo(np.float64).tiny <= pp < np.inf) or _largest(Q0) > 1e140:
+        return None
+    _compiled.ready_kq()
+    n, T, d = X.shape
+    B, _, m = K0.shape
+    kernel, lanes = ((_compiled.descend_kq_wide, _compiled.WIDE) if B >= _compiled.WIDE
+                     else (_compiled.descend_kq, _compiled.LANES))
+    out = _compiled.empty_kq_records(len(record), B, d, m)   # the real starts only
+    run = _compiled.KQSettings(steps, lr, _loss_code(loss), bool(normalized), eps, record, pp,
+                               float(np.sqrt(pp)), _largest(p))
+    q0 = np.einsum("bdm,d->bm", Q0, p)                         # q = Q^T p
+    # C-contiguous and writable, as the arrays ready_kq() compiled for: a read-only array (a
+    # broadcast query) is another numba type, compiled again without the SLP vectorizer
+    X, gamma, p, K0, Q0, q0 = (np.require(a, np.float64, ("C", "W"))
+                               for a in (X, gamma, p, K0, Q0, q0))
+    _run_blocks(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, run, out)
+    if np.any(out.marked):
+        return None
+    return KQTrajectory(_readonly(out.K), _readonly(out.Q), _readonly(out.risk), lr, normalized,
+                        0.0, _readonly(record))
 
 
 def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale) -> torch.Tensor:

@@ -8,8 +8,9 @@ gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
 GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
 pure-torch loop :func:`_descend_torch`, and joint GD on (v, p) likewise (its torch loop:
-:func:`_descend_joint_torch`); the environment variable ``MAXMARGIN_ENGINE`` (``auto``,
-``compiled`` or ``torch``) chooses, and tests check that both give the same iterates.
+:func:`_descend_joint_torch`), as :func:`~maxmargin.gd_KQ` with one shared prompt (the kernels
+are in the same module); the environment variable ``MAXMARGIN_ENGINE`` (``auto``, ``compiled``
+or ``torch``) chooses, and tests check that both engines give the same iterates.
 """
 from __future__ import annotations
 
@@ -367,20 +368,20 @@ def _loss_code(loss: Loss) -> int | None:
     return None
 
 
-def engine(*, work: float = float("inf"), loaded: Callable[[], bool] | None = None) -> str:
-    """The GD engine on p for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
+def engine(*, work: float = float("inf"), kernel: str = "gd") -> str:
+    """The GD engine for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
 
     Chosen by the environment variable MAXMARGIN_ENGINE: "auto" (the default: compiled when numba
-    can be imported, and the kernel is already loaded or ``work`` >= COMPILED_MIN_WORK),
-    "compiled" or "torch". ``loaded`` tells whether the kernel in question is loaded (default:
-    gd's; gd_joint passes its own).
+    can be imported, and the compiled ``kernel`` ("gd": GD on p, "gd_joint": on (v, p),
+    "gd_KQ": on the factors) is already loaded or ``work`` >= COMPILED_MIN_WORK), "compiled" or
+    "torch".
     """
     choice = os.environ.get("MAXMARGIN_ENGINE", "auto").strip().lower() or "auto"
     if choice not in ENGINES:
         raise ValueError(f"MAXMARGIN_ENGINE: expected one of {ENGINES}, got {choice!r}")
     if choice == "torch":
         return "torch"
-    if choice == "auto" and work < COMPILED_MIN_WORK and not (loaded or _compiled_loaded)():
+    if choice == "auto" and work < COMPILED_MIN_WORK and not _compiled_loaded(kernel):
         return "torch"
     try:
         import numba  # noqa: F401  (deferred: importing numba costs about 0.3 s)
@@ -420,14 +421,12 @@ def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, cal
                           attention, path)
 
 
-def _compiled_loaded() -> bool:
-    module = sys.modules.get(__package__ + "._compiled")
-    return module is not None and bool(module._READY)
+_READY_FLAGS = {"gd": "_READY", "gd_joint": "_READY_JOINT", "gd_KQ": "_READY_KQ"}  # in _compiled
 
 
-def _joint_loaded() -> bool:
+def _compiled_loaded(kernel: str = "gd") -> bool:
     module = sys.modules.get(__package__ + "._compiled")
-    return module is not None and bool(module._READY_JOINT)
+    return module is not None and bool(getattr(module, _READY_FLAGS[kernel]))
 
 
 def _start_of(K: np.ndarray, P: np.ndarray) -> dict:
@@ -934,7 +933,7 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
                         2 * d + n + 2, 0)
     record = _record_steps(steps, record_every)
     work = 2 * len(P) * (steps + 1) * n * T * d
-    if _loss_code(loss) is not None and engine(work=work, loaded=_joint_loaded) == "compiled":
+    if _loss_code(loss) is not None and engine(work=work, kernel="gd_joint") == "compiled":
         vs, ps, risks, probs, on = _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss,
                                                            normalized, eps_v, eps_p, tracked,
                                                            record)

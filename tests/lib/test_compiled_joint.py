@@ -256,13 +256,13 @@ def test_auto_uses_the_joint_kernel_once_loaded_or_for_large_runs(monkeypatch):
     is loaded, a large one always. Bug caught: gd_joint consulting gd's loaded flag (a small
     joint run would then compile the joint kernel, about 15 s, after any gd run)."""
     monkeypatch.setenv("MAXMARGIN_ENGINE", "auto")
-    assert train.engine(work=1, loaded=lambda: False) == "torch"
-    assert train.engine(work=1, loaded=lambda: True) == "compiled"
-    assert train.engine(work=train.COMPILED_MIN_WORK, loaded=lambda: False) == "compiled"
     from maxmargin import _compiled
 
     _compiled.ready()
     monkeypatch.setattr(_compiled, "_READY_JOINT", [])
-    assert not train._joint_loaded()
+    assert not train._compiled_loaded("gd_joint")
+    assert train.engine(work=1, kernel="gd_joint") == "torch"
+    assert train.engine(work=train.COMPILED_MIN_WORK, kernel="gd_joint") == "compiled"
     _compiled.ready_joint()
-    assert train._joint_loaded()
+    assert train._compiled_loaded("gd_joint")
+    assert train.engine(work=1, kernel="gd_joint") == "compiled"

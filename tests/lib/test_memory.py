@@ -122,7 +122,7 @@ def recording_memory(routine: str, engine: str, starts: int = 8) -> dict:
                                              ("gd_joint", "compiled"),
                                              ("gd_joint, track", "compiled"),
                                              ("gd_W", "torch"), ("gd_W", "compiled"),
-                                             ("gd_KQ", "torch")])
+                                             ("gd_KQ", "torch"), ("gd_KQ", "compiled")])
 def test_recording_peaks_at_the_returned_arrays_and_the_estimate_is_that_peak(routine, engine):
     """1501 records of 8 runs: the peak memory of the call is at most 1.3 times the arrays it
     returns, and the estimate of the cost check (which refuses runs above 2 GiB) is within 20%
