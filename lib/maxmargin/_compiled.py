@@ -416,9 +416,11 @@ def _shift8(s, o, T, L, top):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _normalize8(s, gi, o, T, L, top, ref, offset, z):
-    """Lanes o..o+7 of the exponentials s (T * L,): divide by their sum; ref = gi[top], offset
-    = sum_t s_t (gi[t] - ref), z = ref + offset (scalars as in :func:`_shift8`)."""
+def _normalize8(s, gamma, step, lane, o, T, L, top, ref, offset, z):
+    """Lanes o..o+7 of the exponentials s (T * L,): divide by their sum; with the score of token t
+    in lane l at gamma[t * step + l * lane] (step, lane = 1, 0: scores (T,) shared by the lanes;
+    L, 1: scores (T * L,) of each lane), ref = the top token's score, offset = sum_t s_t
+    (gamma_t - ref), z = ref + offset (scalars as in :func:`_shift8`)."""
     a0, a1, a2, a3, a4, a5, a6, a7 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     for t in range(T):
         q = t * L + o
@@ -432,37 +434,40 @@ def _normalize8(s, gi, o, T, L, top, ref, offset, z):
         a6 += x6
         a7 += x7
     a0, a1, a2, a3, a4, a5, a6, a7 = 1.0 / a0, 1.0 / a1, 1.0 / a2, 1.0 / a3, 1.0 / a4, 1.0 / a5, 1.0 / a6, 1.0 / a7
-    r0, r1, r2, r3, r4, r5, r6, r7 = gi[top[o + 0]], gi[top[o + 1]], gi[top[o + 2]], gi[top[o + 3]], gi[top[o + 4]], gi[top[o + 5]], gi[top[o + 6]], gi[top[o + 7]]
+    r0, r1, r2, r3, r4, r5, r6, r7 = gamma[top[o + 0] * step + (o + 0) * lane], gamma[top[o + 1] * step + (o + 1) * lane], gamma[top[o + 2] * step + (o + 2) * lane], gamma[top[o + 3] * step + (o + 3) * lane], gamma[top[o + 4] * step + (o + 4) * lane], gamma[top[o + 5] * step + (o + 5) * lane], gamma[top[o + 6] * step + (o + 6) * lane], gamma[top[o + 7] * step + (o + 7) * lane]
     f0, f1, f2, f3, f4, f5, f6, f7 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     for t in range(T):
         q = t * L + o
-        g = gi[t]
+        h = t * step + o * lane
         x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0] * a0, s[q + 1] * a1, s[q + 2] * a2, s[q + 3] * a3, s[q + 4] * a4, s[q + 5] * a5, s[q + 6] * a6, s[q + 7] * a7
+        g0, g1, g2, g3, g4, g5, g6, g7 = gamma[h + 0 * lane], gamma[h + 1 * lane], gamma[h + 2 * lane], gamma[h + 3 * lane], gamma[h + 4 * lane], gamma[h + 5 * lane], gamma[h + 6 * lane], gamma[h + 7 * lane]
         s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7] = x0, x1, x2, x3, x4, x5, x6, x7
-        f0 += x0 * (g - r0)
-        f1 += x1 * (g - r1)
-        f2 += x2 * (g - r2)
-        f3 += x3 * (g - r3)
-        f4 += x4 * (g - r4)
-        f5 += x5 * (g - r5)
-        f6 += x6 * (g - r6)
-        f7 += x7 * (g - r7)
+        f0 += x0 * (g0 - r0)
+        f1 += x1 * (g1 - r1)
+        f2 += x2 * (g2 - r2)
+        f3 += x3 * (g3 - r3)
+        f4 += x4 * (g4 - r4)
+        f5 += x5 * (g5 - r5)
+        f6 += x6 * (g6 - r6)
+        f7 += x7 * (g7 - r7)
     ref[o + 0], ref[o + 1], ref[o + 2], ref[o + 3], ref[o + 4], ref[o + 5], ref[o + 6], ref[o + 7] = r0, r1, r2, r3, r4, r5, r6, r7
     offset[o + 0], offset[o + 1], offset[o + 2], offset[o + 3], offset[o + 4], offset[o + 5], offset[o + 6], offset[o + 7] = f0, f1, f2, f3, f4, f5, f6, f7
     z[o + 0], z[o + 1], z[o + 2], z[o + 3], z[o + 4], z[o + 5], z[o + 6], z[o + 7] = r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5, r6 + f6, r7 + f7
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _dlogits8(s, gi, o, T, L, ref, offset, w, c):
-    """Lanes o..o+7 of c = s (gi - ref - offset) w, per token (scalars as in :func:`_shift8`)."""
+def _dlogits8(s, gamma, step, lane, o, T, L, ref, offset, w, c):
+    """Lanes o..o+7 of c = s (gamma - ref - offset) w, per token (scores as in
+    :func:`_normalize8`, scalars as in :func:`_shift8`)."""
     r0, r1, r2, r3, r4, r5, r6, r7 = ref[o + 0], ref[o + 1], ref[o + 2], ref[o + 3], ref[o + 4], ref[o + 5], ref[o + 6], ref[o + 7]
     f0, f1, f2, f3, f4, f5, f6, f7 = offset[o + 0], offset[o + 1], offset[o + 2], offset[o + 3], offset[o + 4], offset[o + 5], offset[o + 6], offset[o + 7]
     w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
     for t in range(T):
         q = t * L + o
-        g = gi[t]
+        h = t * step + o * lane
         x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7]
-        c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = (x0 * ((g - r0) - f0)) * w0, (x1 * ((g - r1) - f1)) * w1, (x2 * ((g - r2) - f2)) * w2, (x3 * ((g - r3) - f3)) * w3, (x4 * ((g - r4) - f4)) * w4, (x5 * ((g - r5) - f5)) * w5, (x6 * ((g - r6) - f6)) * w6, (x7 * ((g - r7) - f7)) * w7
+        g0, g1, g2, g3, g4, g5, g6, g7 = gamma[h + 0 * lane], gamma[h + 1 * lane], gamma[h + 2 * lane], gamma[h + 3 * lane], gamma[h + 4 * lane], gamma[h + 5 * lane], gamma[h + 6 * lane], gamma[h + 7 * lane]
+        c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = (x0 * ((g0 - r0) - f0)) * w0, (x1 * ((g1 - r1) - f1)) * w1, (x2 * ((g2 - r2) - f2)) * w2, (x3 * ((g3 - r3) - f3)) * w3, (x4 * ((g4 - r4) - f4)) * w4, (x5 * ((g5 - r5) - f5)) * w5, (x6 * ((g6 - r6) - f6)) * w6, (x7 * ((g7 - r7) - f7)) * w7
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
@@ -479,7 +484,7 @@ def _attend(Ki, gi, p, s, top, ref, offset, z, T, d, L):
         _shift8(s, o, T, L, top)
     _exp_lanes(s, T * L)
     for o in range(0, L, 8):            # normalize; margin relative to the top token
-        _normalize8(s, gi, o, T, L, top, ref, offset, z)
+        _normalize8(s, gi, 1, 0, o, T, L, top, ref, offset, z)
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
@@ -507,7 +512,7 @@ def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
     """g += the sequence's gradient sum_t s_t (gamma_t - ref - offset) w k_t (lanes as in
     :func:`_attend`; ``c`` (T * L,) is scratch)."""
     for o in range(0, L, 8):
-        _dlogits8(s, gi, o, T, L, ref, offset, w, c)
+        _dlogits8(s, gi, 1, 0, o, T, L, ref, offset, w, c)
     if L == WIDE:
         _add_contraction16(Ki, c, g, T, d)
     else:
@@ -852,55 +857,6 @@ def _lane_contraction(Xi, c, g, T, d, L):
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _normalize8_scores(s, gamma, o, T, L, top, ref, offset, z):
-    """:func:`_normalize8` with scores of each lane, gamma (T * L,)."""
-    a0, a1, a2, a3, a4, a5, a6, a7 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    for t in range(T):
-        q = t * L + o
-        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7]
-        a0 += x0
-        a1 += x1
-        a2 += x2
-        a3 += x3
-        a4 += x4
-        a5 += x5
-        a6 += x6
-        a7 += x7
-    a0, a1, a2, a3, a4, a5, a6, a7 = 1.0 / a0, 1.0 / a1, 1.0 / a2, 1.0 / a3, 1.0 / a4, 1.0 / a5, 1.0 / a6, 1.0 / a7
-    r0, r1, r2, r3, r4, r5, r6, r7 = gamma[top[o + 0] * L + o + 0], gamma[top[o + 1] * L + o + 1], gamma[top[o + 2] * L + o + 2], gamma[top[o + 3] * L + o + 3], gamma[top[o + 4] * L + o + 4], gamma[top[o + 5] * L + o + 5], gamma[top[o + 6] * L + o + 6], gamma[top[o + 7] * L + o + 7]
-    f0, f1, f2, f3, f4, f5, f6, f7 = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    for t in range(T):
-        q = t * L + o
-        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0] * a0, s[q + 1] * a1, s[q + 2] * a2, s[q + 3] * a3, s[q + 4] * a4, s[q + 5] * a5, s[q + 6] * a6, s[q + 7] * a7
-        g0, g1, g2, g3, g4, g5, g6, g7 = gamma[q + 0], gamma[q + 1], gamma[q + 2], gamma[q + 3], gamma[q + 4], gamma[q + 5], gamma[q + 6], gamma[q + 7]
-        s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7] = x0, x1, x2, x3, x4, x5, x6, x7
-        f0 += x0 * (g0 - r0)
-        f1 += x1 * (g1 - r1)
-        f2 += x2 * (g2 - r2)
-        f3 += x3 * (g3 - r3)
-        f4 += x4 * (g4 - r4)
-        f5 += x5 * (g5 - r5)
-        f6 += x6 * (g6 - r6)
-        f7 += x7 * (g7 - r7)
-    ref[o + 0], ref[o + 1], ref[o + 2], ref[o + 3], ref[o + 4], ref[o + 5], ref[o + 6], ref[o + 7] = r0, r1, r2, r3, r4, r5, r6, r7
-    offset[o + 0], offset[o + 1], offset[o + 2], offset[o + 3], offset[o + 4], offset[o + 5], offset[o + 6], offset[o + 7] = f0, f1, f2, f3, f4, f5, f6, f7
-    z[o + 0], z[o + 1], z[o + 2], z[o + 3], z[o + 4], z[o + 5], z[o + 6], z[o + 7] = r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5, r6 + f6, r7 + f7
-
-
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
-def _dlogits8_scores(s, gamma, o, T, L, ref, offset, w, c):
-    """:func:`_dlogits8` with scores of each lane, gamma (T * L,)."""
-    r0, r1, r2, r3, r4, r5, r6, r7 = ref[o + 0], ref[o + 1], ref[o + 2], ref[o + 3], ref[o + 4], ref[o + 5], ref[o + 6], ref[o + 7]
-    f0, f1, f2, f3, f4, f5, f6, f7 = offset[o + 0], offset[o + 1], offset[o + 2], offset[o + 3], offset[o + 4], offset[o + 5], offset[o + 6], offset[o + 7]
-    w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
-    for t in range(T):
-        q = t * L + o
-        x0, x1, x2, x3, x4, x5, x6, x7 = s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7]
-        g0, g1, g2, g3, g4, g5, g6, g7 = gamma[q + 0], gamma[q + 1], gamma[q + 2], gamma[q + 3], gamma[q + 4], gamma[q + 5], gamma[q + 6], gamma[q + 7]
-        c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = (x0 * ((g0 - r0) - f0)) * w0, (x1 * ((g1 - r1) - f1)) * w1, (x2 * ((g2 - r2) - f2)) * w2, (x3 * ((g3 - r3) - f3)) * w3, (x4 * ((g4 - r4) - f4)) * w4, (x5 * ((g5 - r5) - f5)) * w5, (x6 * ((g6 - r6) - f6)) * w6, (x7 * ((g7 - r7) - f7)) * w7
-
-
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
 def _weighted8(s, o, T, L, w, c):
     """Lanes o..o+7 of c = s w, per token (scalars as in :func:`_shift8`)."""
     w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
@@ -918,7 +874,7 @@ def _attend_scores(gamma, s, top, ref, offset, z, T, L):
         _shift8(s, o, T, L, top)
     _exp_lanes(s, T * L)
     for o in range(0, L, 8):            # normalize; margin relative to the top token
-        _normalize8_scores(s, gamma, o, T, L, top, ref, offset, z)
+        _normalize8(s, gamma, L, 1, o, T, L, top, ref, offset, z)
 
 
 @njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
@@ -929,7 +885,7 @@ def _add_joint_gradient(XYi, Ki, gamma, s, ref, offset, w, c, gv, gp, T, d, L):
         _weighted8(s, o, T, L, w, c)
     _lane_contraction(XYi, c, gv, T, d, L)
     for o in range(0, L, 8):
-        _dlogits8_scores(s, gamma, o, T, L, ref, offset, w, c)
+        _dlogits8(s, gamma, L, 1, o, T, L, ref, offset, w, c)
     _lane_contraction(Ki, c, gp, T, d, L)
 
 
