@@ -14,8 +14,8 @@ test compares against to 1e-12 relative:
   margin relative to the most-attended token (as :func:`maxmargin._kernels.margins`), the loss
   derivative, and adds the sequence's contribution to the gradient;
 * the exponential is :func:`_exp_lanes`, a vectorizable exp (range reduction by ln 2 / 32, a
-  table, a degree-6 polynomial, the power of two assembled from its bits) within 1 ulp over the whole
-  float64 range, subnormal results included, since libm's scalar exp would dominate the step;
+  table, a degree-6 polynomial, the power of two assembled from its bits) within 1.1 ulp over the
+  whole float64 range, subnormal results included, since libm's scalar exp would dominate the step;
 * the kernel releases the GIL, and the caller runs disjoint ranges of blocks on its threads
   (a ``parallel=True`` kernel took several times longer to compile).
 
@@ -71,10 +71,12 @@ def _as_float(typingctx, i):
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _exp_lanes(x, size):
-    """exp of ``x[:size]`` in place, within 1 ulp of the exact value over the whole float64 range
-    (subnormal results included; tests/lib/test_compiled.py checks it against mpmath).
+    """exp of ``x[:size]`` in place, within 1.1 ulp of the exact value over the whole float64
+    range, subnormal results included (the rounding of the table entry and of the result, 1/2 ulp
+    each, and the polynomial's 4e-18: tests/lib/test_compiled.py checks it against mpmath;
+    measured at most 1.0022 ulp on 61,058 points by an independent review).
 
-    One pass, which the compiler vectorizes: a = 32 k / ln 2 + r (k rounded by adding 1.5 * 2^52,
+    One pass, which the compiler vectorizes: a = k ln 2 / 32 + r (k = 32 a / ln 2 rounded by adding 1.5 * 2^52,
     whose low bits are then k), exp(r) - 1 by a degree-6 polynomial (|r| <= ln 2 / 64: the
     remainder is below 4e-18), 2^(k mod 32 / 32) from a table, and the power of two 2^(k // 32)
     assembled from its bits as two factors, both normal, so that a subnormal result is rounded
