@@ -864,6 +864,18 @@ MUTANTS = [
            "    if np.any(out.marked):\n",
            "    if False:\n",
            ("test_compiled_kq.py", "test_errors.py")),
+    Mutant("train.py", "compiled block size: a thread left idle (busy threads not required)",
+           "    fits = [L for L in costs if M * -(-B // L) >= busy]\n",
+           "    fits = list(costs)\n",
+           ("test_compiled.py",)),
+    Mutant("train.py", "compiled block size: spare lanes not counted (the widest block always)",
+           "key=lambda L: (-(-B // L) * L * costs[L], L)",
+           "key=lambda L: (B * costs[L], L)",
+           ("test_compiled.py",)),
+    Mutant("_compiled.py", "compiled 32-lane logits: lane 31 accumulates lane 30's prompt",
+           "        a31 += k * x[q + 31]\n",
+           "        a31 += k * x[q + 30]\n",
+           ("test_compiled.py", "test_train.py")),
 ]
 
 

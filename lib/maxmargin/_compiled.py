@@ -6,9 +6,10 @@ about 10 s, and caches the machine code on disk).
 The mathematics is that of :func:`maxmargin.train._descend_torch`, the pure-torch fallback that a
 test compares against to 1e-12 relative:
 
-* runs are processed in blocks of L starts of one instance, L = ``LANES`` (8) or, for B >= 16,
-  ``WIDE`` (16: 1.2-1.4x faster per start, measured, but 0.6x for B <= 8, whose spare lanes
-  it would compute for nothing), the block's prompts held as a (d, L) array, so every inner
+* runs are processed in blocks of L starts of one instance, L = ``LANES`` (8), ``WIDE`` (16:
+  1.2-1.4x faster per start than 8, measured, but 0.6x for B <= 8, whose spare lanes it would
+  compute for nothing) or, for GD on p, ``WIDER`` (32: 1.1-1.3x faster per start than 16), as
+  ``train._block_lanes`` chooses; the block's prompts held as a (d, L) array, so every inner
   loop runs over the lanes and compiles to SIMD instructions;
 * per sequence, one pass computes the logits, the softmax (shifted by the largest logit), the
   margin relative to the most-attended token (as :func:`maxmargin._kernels.margins`), the loss
@@ -32,6 +33,7 @@ from numba.extending import intrinsic
 
 LANES = 8  # starts per block (two AVX2 vectors of float64); _add_lane_sums spells 8 out
 WIDE = 16  # starts per block of descend_wide, for B >= 16 (_add_lane_sums16 spells 16 out)
+WIDER = 32  # starts per block of descend_wider (GD on p, B >= 32; _add_lane_sums32 spells 32 out)
 LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = 0, 1, 2  # train._COMPILED_LOSSES, in order
 
 # exp(a) = 2^(k / 32) exp(r): k = round(32 a / ln 2), |r| <= ln 2 / 64, 2^(j / 32) from a table
@@ -264,6 +266,82 @@ def _add_contraction16(Ki, c, g, T, d):
         _add_lane_sums16(Ki[:, d - 1], c, g, (d - 1) * 16, False)
 
 
+@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+def _add_lane_sums32(w, x, out, o, fresh):
+    """:func:`_add_lane_sums` for 32 lanes (four AVX-512 or eight AVX2 vectors)."""
+    if fresh:
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        a8 = a9 = a10 = a11 = a12 = a13 = a14 = a15 = 0.0
+        a16 = a17 = a18 = a19 = a20 = a21 = a22 = a23 = 0.0
+        a24 = a25 = a26 = a27 = a28 = a29 = a30 = a31 = 0.0
+    else:
+        a0, a1, a2, a3 = out[o + 0], out[o + 1], out[o + 2], out[o + 3]
+        a4, a5, a6, a7 = out[o + 4], out[o + 5], out[o + 6], out[o + 7]
+        a8, a9, a10, a11 = out[o + 8], out[o + 9], out[o + 10], out[o + 11]
+        a12, a13, a14, a15 = out[o + 12], out[o + 13], out[o + 14], out[o + 15]
+        a16, a17, a18, a19 = out[o + 16], out[o + 17], out[o + 18], out[o + 19]
+        a20, a21, a22, a23 = out[o + 20], out[o + 21], out[o + 22], out[o + 23]
+        a24, a25, a26, a27 = out[o + 24], out[o + 25], out[o + 26], out[o + 27]
+        a28, a29, a30, a31 = out[o + 28], out[o + 29], out[o + 30], out[o + 31]
+    for j in range(w.shape[0]):
+        k = w[j]
+        q = j * 32
+        a0 += k * x[q + 0]
+        a1 += k * x[q + 1]
+        a2 += k * x[q + 2]
+        a3 += k * x[q + 3]
+        a4 += k * x[q + 4]
+        a5 += k * x[q + 5]
+        a6 += k * x[q + 6]
+        a7 += k * x[q + 7]
+        a8 += k * x[q + 8]
+        a9 += k * x[q + 9]
+        a10 += k * x[q + 10]
+        a11 += k * x[q + 11]
+        a12 += k * x[q + 12]
+        a13 += k * x[q + 13]
+        a14 += k * x[q + 14]
+        a15 += k * x[q + 15]
+        a16 += k * x[q + 16]
+        a17 += k * x[q + 17]
+        a18 += k * x[q + 18]
+        a19 += k * x[q + 19]
+        a20 += k * x[q + 20]
+        a21 += k * x[q + 21]
+        a22 += k * x[q + 22]
+        a23 += k * x[q + 23]
+        a24 += k * x[q + 24]
+        a25 += k * x[q + 25]
+        a26 += k * x[q + 26]
+        a27 += k * x[q + 27]
+        a28 += k * x[q + 28]
+        a29 += k * x[q + 29]
+        a30 += k * x[q + 30]
+        a31 += k * x[q + 31]
+    out[o + 0], out[o + 1], out[o + 2], out[o + 3] = a0, a1, a2, a3
+    out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a4, a5, a6, a7
+    out[o + 8], out[o + 9], out[o + 10], out[o + 11] = a8, a9, a10, a11
+    out[o + 12], out[o + 13], out[o + 14], out[o + 15] = a12, a13, a14, a15
+    out[o + 16], out[o + 17], out[o + 18], out[o + 19] = a16, a17, a18, a19
+    out[o + 20], out[o + 21], out[o + 22], out[o + 23] = a20, a21, a22, a23
+    out[o + 24], out[o + 25], out[o + 26], out[o + 27] = a24, a25, a26, a27
+    out[o + 28], out[o + 29], out[o + 30], out[o + 31] = a28, a29, a30, a31
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def _logits32(Ki, p, s, T, d):
+    """:func:`_logits` for 32 lanes."""
+    for t in range(T):
+        _add_lane_sums32(Ki[t], p, s, t * 32, True)
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def _add_contraction32(Ki, c, g, T, d):
+    """:func:`_add_contraction` for 32 lanes."""
+    for e in range(d):
+        _add_lane_sums32(Ki[:, e], c, g, e * 32, False)
+
+
 @njit(cache=True, fastmath=_FASTMATH)
 def _rescaled_gradient(K, gamma, p, n, T, d):
     """The exponential loss's risk gradient at one prompt ``p`` (d,) divided by exp(c), and c.
@@ -481,6 +559,8 @@ def _attend(Ki, gi, p, s, top, ref, offset, z, T, d, L):
     z = ref + offset (as :func:`maxmargin._kernels.margins`)."""
     if L == WIDE:                       # (L is a constant of each build: one branch is kept)
         _logits16(Ki, p, s, T, d)
+    elif L == WIDER:
+        _logits32(Ki, p, s, T, d)
     else:
         _logits(Ki, p, s, T, d)
     for o in range(0, L, 8):            # shift by the largest logit
@@ -518,6 +598,8 @@ def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
         _dlogits8(s, gi, 1, 0, o, T, L, ref, offset, w, c)
     if L == WIDE:
         _add_contraction16(Ki, c, g, T, d)
+    elif L == WIDER:
+        _add_contraction32(Ki, c, g, T, d)
     else:
         _add_contraction(Ki, c, g, T, d)
 
@@ -641,7 +723,7 @@ def _update(a, run, d, L):
 
 
 def _build(L: int):
-    """:func:`descend` for blocks of L starts (LANES or WIDE): L is a constant of the build (a
+    """:func:`descend` for blocks of L starts (LANES, WIDE or WIDER): L is a constant of the build (a
     closure over an int, which numba caches), and every helper is inlined into it, so that the
     loops over the lanes see a constant trip count, as with a module constant."""
 
@@ -696,13 +778,14 @@ def _build(L: int):
 
 descend = _build(LANES)
 descend_wide = _build(WIDE)
+descend_wider = _build(WIDER)
 
 
 _READY = []
 
 
 def ready() -> None:
-    """Compile :func:`descend` and ``descend_wide`` (or load them from numba's cache) once per
+    """Compile :func:`descend`, ``descend_wide`` and ``descend_wider`` (or load them from numba's cache) once per
     process, in the calling
     thread, with LLVM's SLP vectorizer on: numba leaves it off by default, and without it the
     spelled-out lanes of :func:`_logits` and :func:`_add_contraction` stay scalar (3x slower).
@@ -717,7 +800,7 @@ def ready() -> None:
     try:
         M, n, T, d = 1, 1, 2, 1
         record = np.array([0, 1])
-        for kernel, lanes in ((descend, LANES), (descend_wide, WIDE)):
+        for kernel, lanes in ((descend, LANES), (descend_wide, WIDE), (descend_wider, WIDER)):
             kernel(0, 1, Problem(np.zeros((M, n, T, d)), np.zeros((M, n, T)),
                                  np.zeros((M, n), dtype=np.int64)),
                    np.zeros((M, lanes, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),

@@ -18,7 +18,8 @@ import torch
 from . import _checks, _kernels
 from .losses import Loss
 from .problem import problem, stacked
-from .train import (_affordable_descent, _largest, _loss_code, _run_blocks, _overflow,
+from .train import (_TWO_LANE_COSTS, _affordable_descent, _block_lanes, _largest, _loss_code,
+                    _overflow, _run_blocks,
                     _queries_shared, _record_count, _record_steps, _risk_of, _settings,
                     _step_direction, engine)
 
@@ -230,8 +231,8 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
     _compiled.ready_kq()
     n, T, d = X.shape
     B, _, m = K0.shape
-    kernel, lanes = ((_compiled.descend_kq_wide, _compiled.WIDE) if B >= _compiled.WIDE
-                     else (_compiled.descend_kq, _compiled.LANES))
+    lanes = _block_lanes(B, 1, _TWO_LANE_COSTS)   # (B = 16 on two threads: two blocks of 8)
+    kernel = _compiled.descend_kq_wide if lanes == _compiled.WIDE else _compiled.descend_kq
     out = _compiled.empty_kq_records(len(record), B, d, m)   # the real starts only
     run = _compiled.KQSettings(steps, lr, _loss_code(loss), bool(normalized), eps, record, pp,
                                float(np.sqrt(pp)), _largest(p))

@@ -442,12 +442,9 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     _compiled.ready()
     M, n, T, d = K.shape
     B = P.shape[1]
-    # 16 lanes per block are 1.2-1.4x faster per start than 8 when every lane is used, and 0.6x
-    # for B <= 8 (measured side by side, kernel alone: (100, 10, 10, 64), (1000, 20, 32, 16),
-    # (8, 4, 4, 1024); (20, 5, 8, 1), (20, 5, 8, 8))
-    wide = B >= _compiled.WIDE
-    kernel, lanes = ((_compiled.descend_wide, _compiled.WIDE) if wide
-                     else (_compiled.descend, _compiled.LANES))
+    lanes = _block_lanes(B, M, _GD_LANE_COSTS)
+    kernel = {_compiled.LANES: _compiled.descend, _compiled.WIDE: _compiled.descend_wide,
+              _compiled.WIDER: _compiled.descend_wider}[lanes]
     P0 = _padded_starts(P, lanes)
     out = _compiled.empty_records(len(record), M, B, n, T, d,  # the real starts only
                                   attention=attention, path=path)
@@ -460,6 +457,26 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
         raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
                         **_start_of(K, P))
     return _Records(out.path, out.risk, out.on, out.off, out.final)
+
+
+# The compiled GD kernel's time per lane-step for blocks of 8, 16 and 32 starts, relative to 16:
+# measured side by side, kernel alone, one thread, at (100, 10, 10, 64), (1000, 20, 32, 16) and
+# (8, 4, 4, 1024) (16 lanes 1.2-1.4x faster per start than 8; 32 lanes 1.1-1.3x faster than 16,
+# with AVX-512 and with AVX2 code)
+_GD_LANE_COSTS = {8: 1.3, 16: 1.0, 32: 0.85}
+_TWO_LANE_COSTS = {8: 1.3, 16: 1.0}   # the kernels of gd_joint and gd_KQ (8 and 16 lanes)
+
+
+def _block_lanes(B: int, M: int, costs: dict) -> int:
+    """The number of starts per block of a compiled kernel for M instances x B starts: of the lane
+    counts L in ``costs`` (L -> time per lane-step), the one with the least work, ceil(B / L) L
+    lane-steps (spare lanes included) at its cost, among those that leave no thread idle that
+    smaller blocks would keep busy (M ceil(B / L) blocks for torch.get_num_threads() threads)."""
+    threads = torch.get_num_threads()
+    smallest = min(costs)
+    busy = min(threads, M * -(-B // smallest))
+    fits = [L for L in costs if M * -(-B // L) >= busy]
+    return min(fits, key=lambda L: (-(-B // L) * L * costs[L], L))
 
 
 def _padded_starts(S: np.ndarray, lanes: int) -> np.ndarray:
@@ -507,13 +524,8 @@ def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, e
     _compiled.ready_joint()
     n, T, d = X.shape
     B = P.shape[0]
-    threads = torch.get_num_threads()
-    # 16 lanes per block as in _descend_compiled, unless 8 give more of the threads work (B = 16
-    # on two threads: one 16-lane block would leave a thread idle)
-    wide = B >= _compiled.WIDE and (-(-B // _compiled.WIDE)
-                                    >= min(threads, -(-B // _compiled.LANES)))
-    kernel, lanes = ((_compiled.descend_joint_wide, _compiled.WIDE) if wide
-                     else (_compiled.descend_joint, _compiled.LANES))
+    lanes = _block_lanes(B, 1, _TWO_LANE_COSTS)   # (B = 16 on two threads: two blocks of 8)
+    kernel = _compiled.descend_joint_wide if lanes == _compiled.WIDE else _compiled.descend_joint
     V0, P0 = _padded_starts(V, lanes), _padded_starts(P, lanes)
     out = _compiled.empty_joint_records(len(record), B, n, d)   # the real starts only
     prob = _compiled.JointProblem(np.ascontiguousarray(Y[:, None, None] * X),  # exact

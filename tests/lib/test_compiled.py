@@ -7,8 +7,10 @@ the engine-agreement tests in test_train.py see it only through attention weight
 import mpmath
 import numpy as np
 import pytest
+import torch
 
-from maxmargin import _compiled
+import maxmargin as mm
+from maxmargin import _compiled, train
 
 TINY = mpmath.mpf(2) ** -1022     # the smallest normal float64
 
@@ -67,3 +69,43 @@ def test_exp_of_nan_is_nan():
     """A NaN logit stays NaN (a clamp written as max(x, -1100) in the wrong order returns -1100,
     and exp would then hide the NaN as 0)."""
     assert np.isnan(kernel_exp([np.nan])[0])
+
+
+@pytest.mark.parametrize("threads, B, M, expected", [
+    (1, 1, 1, 8), (1, 8, 1, 8),        # a wider block would compute spare lanes for nothing
+    (1, 64, 1, 32), (1, 1024, 1, 32),  # every lane used: the widest block is the cheapest
+    (1, 33, 1, 16),                    # 32 lanes would compute 64 lane-steps for 33 starts
+    (2, 32, 1, 16), (2, 16, 1, 8),     # one block would leave the second thread idle
+    (2, 16, 2, 16),                    # two instances: two blocks already
+])
+def test_block_lanes_use_every_thread_and_waste_few_lanes(threads, B, M, expected):
+    """The compiled GD kernel's block size (train._block_lanes with the measured costs). Bugs
+    caught: a block size that leaves a thread idle (B = 32 on two threads in one 32-lane block),
+    the widest block taken whatever the waste (33 starts in two blocks of 32), or the narrowest
+    (1024 starts in blocks of 8)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert train._block_lanes(B, M, train._GD_LANE_COSTS) == expected
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("starts", [8, 16, 32, 40])
+def test_every_block_size_gives_the_same_iterates(starts, monkeypatch):
+    """The blocks of 8, 16 and 32 starts compute each lane alike (the same sums in the same
+    order), so a run's iterates do not depend on the block size the engine chooses: bit for bit,
+    over 30 steps at an odd T and d (the two-row sums of 16 lanes end with a single row). Bug
+    caught: a lane of one build reading another lane's prompt or keys, a remainder row dropped."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
+    inst = mm.data.random_instance(5, 7, 3, seed=8)
+    P0 = np.random.default_rng(3).standard_normal((starts, 3))
+    runs = []
+    for costs in ({8: 1.0}, {16: 1.0}, {32: 1.0}):
+        monkeypatch.setattr(train, "_GD_LANE_COSTS", costs)
+        runs.append(mm.gd(inst.X, inst.Y, inst.v, P0, 30, 0.5, W=inst.W, normalized=True,
+                          record_every=None))
+    for run in runs[1:]:
+        np.testing.assert_array_equal(run.p, runs[0].p)
+        np.testing.assert_array_equal(run.risk, runs[0].risk)
+        np.testing.assert_array_equal(run.final_attention, runs[0].final_attention)

@@ -92,7 +92,7 @@ def autograd_run(X, Y, v, Z, K0, Q0, steps, lr, normalized, eps, reg=0.0,
 @pytest.mark.parametrize("loss", ["logistic", "exponential", "correlation"])
 def test_compiled_engine_matches_the_torch_engine(loss, normalized, monkeypatch, torch_calls):
     """K, Q and the risks of both engines agree to 1e-12 relative over 20 steps, for B = 1, 7, 8
-    (blocks of 8 lanes: 7, 1, 0 spare) and 17 (blocks of 16: 15 spare), record_every 1, 3 and
+    (blocks of 8 lanes: 7, 1, 0 spare) and 17 (spare lanes in the last block), record_every 1, 3 and
     None, m < d and m > d; the compiled run never calls the torch loop and returns read-only
     arrays of the same shapes. Bugs caught: a sign or factor of the K or Q step (b = K^T a after
     K's update instead of before, the K step with the new q, |p| instead of |p|^2 in q's step),

@@ -54,8 +54,8 @@ def autograd_path(inst, p0, steps, lr, normalized, loss="logistic", eps=1e-12,
 def test_every_engine_matches_the_autograd_loop_to_1e_12(engine, loss, normalized, monkeypatch):
     """Each iterate of both engines agrees with an independent autograd loop to 1e-12 relative
     (norm of the difference over the norm of the iterate), for every built-in loss; 19 starts
-    (the compiled kernel's blocks of 16 lanes, used from 16 starts on: 13 spare lanes in the
-    second block) and two instances in one gd_stack call. The 8-lane blocks are checked
+    (one block of 32 lanes on one thread, 13 spare; blocks of 8 on two) and two instances in one
+    gd_stack call. The 8-lane blocks are checked
     against autograd in test_record_every_holds_the_right_steps and against the torch engine
     below."""
     use_engine(monkeypatch, engine)
@@ -82,7 +82,7 @@ def test_compiled_and_torch_engines_agree_on_every_record(monkeypatch, starts):
     some attention weights to fall below 1e-30 (relative accuracy there checks the kernel's exp),
     from starts far enough out that some logits exceed 709 (exp overflows unless the softmax is
     shifted by the largest logit), with tracked tokens that are not the default; with 13 starts
-    (blocks of 8 lanes) and 21 (blocks of 16, the second with 11 spare lanes)."""
+    (a block of 16 lanes on one thread) and 21 (a block of 32, 11 spare lanes)."""
     inst = mm.data.random_instance(7, 6, 5, seed=11)
     P0 = np.random.default_rng(2).standard_normal((starts, 5))
     P0[:3] *= 500.0
@@ -383,7 +383,7 @@ def test_gd_W_with_a_shared_query_equals_the_loop_on_W(engine, loss, normalized,
     """gd_W with one query p for every sequence runs as GD on the prompt u = W p (the gradient in
     W is a p^T, so W moves along (.) p^T only); its records equal those of the loop on W itself
     (the library's other code path, forced here) to 1e-12 relative over 60 steps, for 17 starts
-    (the compiled engine's 16-lane blocks, 15 spare lanes), |p| = 7.3 (so a step not scaled by
+    (spare lanes in the compiled engine's last block), |p| = 7.3 (so a step not scaled by
     |p|^2 or |p|, or eps not divided by |p|, shows), every 5th step recorded.
 
     Bugs caught: the reduction's step size or offset (lr |p|^2 plain, lr |p| and eps / |p|
