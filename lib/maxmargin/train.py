@@ -1075,8 +1075,8 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
         moved = U[r, 0] - U0                                   # (B, d) u_r - u_0, a copy
         np.multiply(moved[:, :, None], along, out=path[r])
         path[r] += W0
-    if not np.all(np.isfinite(path)):
-        return None
+        if not np.all(np.isfinite(path[r])):   # (per record: no mask of the whole path)
+            return None
     return WTrajectory(path, run.risk[:, 0], lr, normalized, record)
 
 
