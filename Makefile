@@ -36,7 +36,7 @@ help:
 	@echo "make notebooks         the chapters as plain .ipynb in notebooks/ (seconds after a build, else about 3 min)"
 	@echo "make course            course packs in course/, CHAPTERS=\"01 03\" to choose (about 1 min)"
 	@echo "make mutants           the mutation check of the library tests (about 15 min)"
-	@echo "make bench             benchmarks against plain baselines (about 5 min)"
+	@echo "make bench             benchmarks against plain baselines (about 3 min)"
 	@echo "make test-portability  tests/lib and the chapters under 8 arithmetic settings (about 31 min)"
 	@echo "make clean             remove _build, notebooks and course"
 	@echo "Options: CPU_ONLY=1 (PyTorch's CPU-only wheel on Linux), TORCH_INDEX_URL=..., PYTHON=python3.11"
