@@ -35,7 +35,7 @@ help:
 	@echo "make pdf               the whole book as one PDF, _build/pdf/maxmargin-book.pdf; NO_SOLUTIONS=1 leaves the solutions out (about 1.5 min after make test-chapters, else 4 min)"
 	@echo "make notebooks         the chapters as plain .ipynb in notebooks/ (seconds after a build, else about 3 min)"
 	@echo "make course            course packs in course/, CHAPTERS=\"01 03\" to choose (about 1 min)"
-	@echo "make mutants           the mutation check of the library tests (about 15 min)"
+	@echo "make mutants           the mutation check of the library tests (an hour or more)"
 	@echo "make bench             benchmarks against plain baselines (about 3 min)"
 	@echo "make test-portability  tests/lib and the chapters under 8 arithmetic settings (about 31 min)"
 	@echo "make clean             remove _build, notebooks and course"
