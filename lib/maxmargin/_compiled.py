@@ -53,6 +53,12 @@ _STEP_LO = float.fromhex("0x1.473de6af278edp-39")  # ln 2 / 32 - _STEP_HI
 _SHIFTER = 6755399441055744.0          # 1.5 * 2^52: x + _SHIFTER rounds x to an integer
 _SHIFTER_BITS = int(np.array([_SHIFTER]).view(np.int64)[0])
 _FASTMATH = {"contract"}               # fused multiply-add only: no reassociation, inf/nan kept
+# Every kernel is compiled with error_model="numpy": a division by zero gives inf or NaN as IEEE
+# arithmetic does, where numba's default ("python") tests each divisor and raises
+# ZeroDivisionError. Those tests kept the divisions of the eight-lane passes scalar: the step took
+# 1.2x as long at (100, 10, 10, 64), 1.5x at (8, 4, 4, 1024) (measured, same results bit for bit).
+# No divisor here can be 0 (sums of exponentials >= 1, 1 + exp(z), |g| + eps, n, and the
+# largest entry where it is > 0), and a NaN would be caught by the checks of the results.
 
 
 @intrinsic
@@ -71,7 +77,7 @@ def _as_float(typingctx, i):
     return types.float64(types.int64), codegen
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _exp_lanes(x, size):
     """exp of ``x[:size]`` in place, within 1.1 ulp of the exact value over the whole float64
     range, subnormal results included (the rounding of the table entry and of the result, 1/2 ulp
@@ -105,7 +111,7 @@ def _exp_lanes(x, size):
         x[j] = ((tj + tj * poly) * _as_float((half + 1023) << 52)) * _as_float((m - half + 1023) << 52)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _add_lane_sums(w, x, out, o, fresh):
     """out[o + l] += sum_j w[j] x[j * 8 + l] for the 8 lanes l (= when ``fresh``); w (J,) may be
     a strided view.
@@ -133,7 +139,7 @@ def _add_lane_sums(w, x, out, o, fresh):
     out[o + 4], out[o + 5], out[o + 6], out[o + 7] = a4, a5, a6, a7
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _logits(Ki, p, s, T, d):
     """s[t * 8 + l] = sum_e Ki[t, e] p[e * 8 + l] for the 8 lanes l, keys Ki (T, d), prompts p
     (d * 8,) (flat arrays: the compiler then knows that the lanes are adjacent)."""
@@ -141,14 +147,14 @@ def _logits(Ki, p, s, T, d):
         _add_lane_sums(Ki[t], p, s, t * 8, True)
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _add_contraction(Ki, c, g, T, d):
     """g[e * 8 + l] += sum_t Ki[t, e] c[t * 8 + l] for the 8 lanes l (as in :func:`_logits`)."""
     for e in range(d):
         _add_lane_sums(Ki[:, e], c, g, e * 8, False)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _add_lane_sums16(w, x, out, o, fresh):
     """:func:`_add_lane_sums` for 16 lanes (four AVX2 vectors)."""
     if fresh:
@@ -184,7 +190,7 @@ def _add_lane_sums16(w, x, out, o, fresh):
     out[o + 12], out[o + 13], out[o + 14], out[o + 15] = b4, b5, b6, b7
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _add_lane_sums16x2(w, v, x, out, o, p, fresh):
     """:func:`_add_lane_sums16` for two weight vectors at once, w into out[o:o + 16] and v into
     out[p:p + 16]: eight independent accumulator vectors instead of four, so the multiply-adds
@@ -248,7 +254,7 @@ def _add_lane_sums16x2(w, v, x, out, o, p, fresh):
     out[p + 12], out[p + 13], out[p + 14], out[p + 15] = b12, b13, b14, b15
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _logits16(Ki, p, s, T, d):
     """:func:`_logits` for 16 lanes."""
     for t in range(0, T - 1, 2):
@@ -257,7 +263,7 @@ def _logits16(Ki, p, s, T, d):
         _add_lane_sums16(Ki[T - 1], p, s, (T - 1) * 16, True)
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _add_contraction16(Ki, c, g, T, d):
     """:func:`_add_contraction` for 16 lanes."""
     for e in range(0, d - 1, 2):
@@ -266,7 +272,7 @@ def _add_contraction16(Ki, c, g, T, d):
         _add_lane_sums16(Ki[:, d - 1], c, g, (d - 1) * 16, False)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _add_lane_sums32(w, x, out, o, fresh):
     """:func:`_add_lane_sums` for 32 lanes (four AVX-512 or eight AVX2 vectors)."""
     if fresh:
@@ -328,21 +334,21 @@ def _add_lane_sums32(w, x, out, o, fresh):
     out[o + 28], out[o + 29], out[o + 30], out[o + 31] = a28, a29, a30, a31
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _logits32(Ki, p, s, T, d):
     """:func:`_logits` for 32 lanes."""
     for t in range(T):
         _add_lane_sums32(Ki[t], p, s, t * 32, True)
 
 
-@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
 def _add_contraction32(Ki, c, g, T, d):
     """:func:`_add_contraction` for 32 lanes."""
     for e in range(d):
         _add_lane_sums32(Ki[:, e], c, g, e * 32, False)
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", fastmath=_FASTMATH)
 def _rescaled_gradient(K, gamma, p, n, T, d):
     """The exponential loss's risk gradient at one prompt ``p`` (d,) divided by exp(c), and c.
 
@@ -452,7 +458,7 @@ class _Lanes(NamedTuple):
     norm: np.ndarray     # (L,) |g|^2, then |g| + eps (or a mark: see _guard_overflow)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _lanes(T, d, L):
     """Fresh scratch of one block of L lanes (see :class:`_Lanes`)."""
     return _Lanes(np.empty(d * L), np.empty(d * L), np.empty(T * L), np.empty(T * L),
@@ -460,7 +466,7 @@ def _lanes(T, d, L):
                   np.empty(L), np.empty(L), np.empty(L))
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _shift8(s, o, T, L, top):
     """Lanes o..o+7 of s (T * L,): subtract each lane's largest logit, and top[l] = its token.
 
@@ -496,7 +502,7 @@ def _shift8(s, o, T, L, top):
         s[q + 0], s[q + 1], s[q + 2], s[q + 3], s[q + 4], s[q + 5], s[q + 6], s[q + 7] = x0 - b0, x1 - b1, x2 - b2, x3 - b3, x4 - b4, x5 - b5, x6 - b6, x7 - b7
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _normalize8(s, gamma, step, lane, o, T, L, top, ref, offset, z):
     """Lanes o..o+7 of the exponentials s (T * L,): divide by their sum; with the score of token t
     in lane l at gamma[t * step + l * lane] (step, lane = 1, 0: scores (T,) shared by the lanes;
@@ -536,7 +542,7 @@ def _normalize8(s, gamma, step, lane, o, T, L, top, ref, offset, z):
     z[o + 0], z[o + 1], z[o + 2], z[o + 3], z[o + 4], z[o + 5], z[o + 6], z[o + 7] = r0 + f0, r1 + f1, r2 + f2, r3 + f3, r4 + f4, r5 + f5, r6 + f6, r7 + f7
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _dlogits8(s, gamma, step, lane, o, T, L, ref, offset, w, c):
     """Lanes o..o+7 of c = s (gamma - ref - offset) w, per token (scores as in
     :func:`_normalize8`, scalars as in :func:`_shift8`)."""
@@ -551,7 +557,7 @@ def _dlogits8(s, gamma, step, lane, o, T, L, ref, offset, w, c):
         c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = (x0 * ((g0 - r0) - f0)) * w0, (x1 * ((g1 - r1) - f1)) * w1, (x2 * ((g2 - r2) - f2)) * w2, (x3 * ((g3 - r3) - f3)) * w3, (x4 * ((g4 - r4) - f4)) * w4, (x5 * ((g5 - r5) - f5)) * w5, (x6 * ((g6 - r6) - f6)) * w6, (x7 * ((g7 - r7) - f7)) * w7
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _attend(Ki, gi, p, s, top, ref, offset, z, T, d, L):
     """Attention s (T * L,) of one sequence (keys Ki (T, d), scores gi (T,)) at the lanes'
     prompts p (d * L,), lane l of coordinate e at e * L + l; per lane (L,): the
@@ -570,7 +576,7 @@ def _attend(Ki, gi, p, s, top, ref, offset, z, T, d, L):
         _normalize8(s, gi, 1, 0, o, T, L, top, ref, offset, z)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _slopes(loss, z, w, n, L):
     """w = l'(z) / n, (L,), for the loss with code ``loss`` (the formulas of :mod:`.losses`)."""
     if loss == LOGISTIC_CODE:           # -1 / (1 + exp(z))
@@ -590,7 +596,7 @@ def _slopes(loss, z, w, n, L):
             w[l] = -1.0 / n
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
     """g += the sequence's gradient sum_t s_t (gamma_t - ref - offset) w k_t (lanes as in
     :func:`_attend`; ``c`` (T * L,) is scratch)."""
@@ -604,7 +610,7 @@ def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
         _add_contraction(Ki, c, g, T, d)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _loss_value(loss, z):
     """l(z) of the built-in loss with code ``loss``, as :mod:`.losses` computes it with numpy
     (the logistic loss as np.logaddexp(0, -z))."""
@@ -621,7 +627,7 @@ def _loss_value(loss, z):
     return -z
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n, L):
     """Sequence i's loss (added to the risk, / n) and attention on (and off) the tracked token
     ``tr``, at record r, for the first ``lanes`` lanes of the block."""
@@ -639,7 +645,7 @@ def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n, L):
         out.off[r, m, b0 + l, i] = rest
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
     """a.norm = |g|^2 per lane. A lane whose |g|^2 overflows while g is finite is marked -2
     (:func:`_update` divides it by its largest entry); one whose g overflows gets the
@@ -678,7 +684,7 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
             out.failed[m, b0 + l] = k
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _update(a, run, d, L):
     """p -= lr g, or lr g / (|g| + eps) under normalized GD: where g^2 underflows |g| is taken
     as c |g / c| with c the largest entry, where it overflows (marked -2) the step as
@@ -727,7 +733,7 @@ def _build(L: int):
     closure over an int, which numba caches), and every helper is inlined into it, so that the
     loops over the lanes see a constant trip count, as with a module constant."""
 
-    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    @njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
     def descend(first, last_job, prob, P0, run, out):
         """Gradient descent (``run``: :class:`Settings`) on ``prob`` (:class:`Problem`) from the starts
         P0 (M, B', d), B' a multiple of L, for the blocks ``first`` to ``last_job - 1`` of L
@@ -915,7 +921,7 @@ class _Rule(NamedTuple):
     eps: float
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _joint_lanes(T, d, L):
     return _JointLanes(np.empty(d * L), np.empty(d * L), np.empty(d * L), np.empty(d * L),
                        np.empty(T * L), np.empty(T * L), np.empty(T * L),
@@ -924,7 +930,7 @@ def _joint_lanes(T, d, L):
                        np.empty(L), np.empty(L))
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _lane_sums(Xi, x, out, T, d, L):
     """out[t * L + l] = sum_e Xi[t, e] x[e * L + l] (:func:`_logits` for L lanes)."""
     if L == WIDE:
@@ -933,7 +939,7 @@ def _lane_sums(Xi, x, out, T, d, L):
         _logits(Xi, x, out, T, d)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _lane_contraction(Xi, c, g, T, d, L):
     """g[e * L + l] += sum_t Xi[t, e] c[t * L + l] (:func:`_add_contraction` for L lanes)."""
     if L == WIDE:
@@ -942,7 +948,7 @@ def _lane_contraction(Xi, c, g, T, d, L):
         _add_contraction(Xi, c, g, T, d)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _weighted8(s, o, T, L, w, c):
     """Lanes o..o+7 of c = s w, per token (scalars as in :func:`_shift8`)."""
     w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
@@ -952,7 +958,7 @@ def _weighted8(s, o, T, L, w, c):
         c[q + 0], c[q + 1], c[q + 2], c[q + 3], c[q + 4], c[q + 5], c[q + 6], c[q + 7] = x0 * w0, x1 * w1, x2 * w2, x3 * w3, x4 * w4, x5 * w5, x6 * w6, x7 * w7
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _attend_scores(gamma, s, top, ref, offset, z, T, L):
     """:func:`_attend` with scores of each lane, gamma (T * L,), and the logits already in s:
     s becomes the attention; per lane the top token, its score ref, offset and margin z."""
@@ -963,7 +969,7 @@ def _attend_scores(gamma, s, top, ref, offset, z, T, L):
         _normalize8(s, gamma, L, 1, o, T, L, top, ref, offset, z)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _add_joint_gradient(XYi, Ki, gamma, s, ref, offset, w, c, gv, gp, T, d, L):
     """gv += sum_t Y_i x_it s_t w, gp += sum_t k_it s_t (gamma_t - ref - offset) w (lanes as in
     :func:`_attend_scores`; ``c`` is scratch)."""
@@ -975,7 +981,7 @@ def _add_joint_gradient(XYi, Ki, gamma, s, ref, offset, w, c, gv, gp, T, d, L):
     _lane_contraction(Ki, c, gp, T, d, L)
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _squared_norms(g, norm, d, L):
     """norm = |g|^2 per lane; -2 where only the squares overflow (g finite: :func:`_update`
     divides by its largest entry), NaN where g itself is not finite (the step becomes NaN)."""
@@ -995,7 +1001,7 @@ def _squared_norms(g, norm, d, L):
 def _build_joint(L: int):
     """:func:`descend_joint` for blocks of L starts (LANES or WIDE), as :func:`_build`."""
 
-    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    @njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
     def descend_joint(first, last_job, prob, V0, P0, run, out):
         """Joint GD (``run``: :class:`JointSettings`) on ``prob`` (:class:`JointProblem`) from the
         starts V0, P0 (B', d), B' a multiple of L, for the blocks ``first`` to ``last_job - 1``;
@@ -1162,7 +1168,7 @@ def empty_kq_records(R: int, B: int, d: int, m: int) -> KQRecords:
                      np.zeros(B, dtype=np.int64), np.zeros(1, dtype=np.int64))
 
 
-@njit(cache=True, nogil=True, inline="always", fastmath=_FASTMATH)
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _kq_sum_squares(x, count, out, L):
     """out[l] = sum_c x[c * L + l]^2 over the count coordinates of the L lanes."""
     for l in range(L):
@@ -1172,7 +1178,7 @@ def _kq_sum_squares(x, count, out, L):
             out[l] += x[c * L + l] * x[c * L + l]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _kq_norm(squares, x, count, l, L):
     """|x| of lane l from its sum of squares, or -1.0 where that sum is not safely in range
     (0 for an exactly zero vector)."""
@@ -1189,7 +1195,7 @@ def _kq_norm(squares, x, count, l, L):
 def _build_kq(L: int):
     """:func:`descend_kq` for blocks of L starts (LANES or WIDE), as :func:`_build`."""
 
-    @njit(cache=True, nogil=True, fastmath=_FASTMATH)
+    @njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
     def descend_kq(first, last_job, X, gamma, p, K0, Q0, q0, run, out):
         """GD on (K, Q) (``run``: :class:`KQSettings`) for keys X (n, T, d), scores gamma (n, T),
         the shared prompt p (d,), from K0, Q0 (B, d, m) with q0 = Q0^T p (B, m), for the blocks
