@@ -33,7 +33,7 @@ from numba.extending import intrinsic
 
 LANES = 8  # starts per block (two AVX2 vectors of float64); _add_lane_sums spells 8 out
 WIDE = 16  # starts per block of descend_wide (_add_lane_sums16 spells 16 out)
-WIDER = 32  # starts per block of descend_wider (GD on p, B >= 32; _add_lane_sums32 spells 32 out)
+WIDER = 32  # starts per block of descend_wider, GD on p only (_add_lane_sums32 spells 32 out)
 LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = 0, 1, 2  # train._COMPILED_LOSSES, in order
 
 # exp(a) = 2^(k / 32) exp(r): k = round(32 a / ln 2), |r| <= ln 2 / 64, 2^(j / 32) from a table
