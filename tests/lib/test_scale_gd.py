@@ -164,6 +164,11 @@ def test_normalized_steps_survive_a_contraction_that_overflows(engine, monkeypat
         W = mm.gd_W(X, [1.0], v, np.zeros((2, 2)), queries, steps, lr, loss="exponential",
                     normalized=True).W[-1, 0]
         np.testing.assert_allclose(W, np.outer(p_ref, [1.0, 0.0]), rtol=1e-12, atol=1e-15)
+    with monkeypatch.context() as patch:  # the loop on W itself (the shared query's GD on u off)
+        patch.setattr(mm.train, "_descend_W_shared", lambda *args, **kw: None)
+        W = mm.gd_W(X, [1.0], v, np.zeros((2, 2)), [1.0, 0.0], steps, lr, loss="exponential",
+                    normalized=True).W[-1, 0]
+        np.testing.assert_allclose(W, np.outer(p_ref, [1.0, 0.0]), rtol=1e-12, atol=1e-15)
     p_joint, v_joint = reference(joint=True)
     joint = mm.gd_joint(X, [1.0], v, [0.0, 0.0], steps, lr, loss="exponential", normalized=True)
     np.testing.assert_allclose(joint.p[-1, 0], p_joint, rtol=1e-12)
