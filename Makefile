@@ -29,14 +29,14 @@ help:
 	@echo "make test              every stage below, in this order (about 10 min, plus .venv)"
 	@echo "  make test-repo       licences, citation, workflow, references between files (10 s)"
 	@echo "  make test-lib        library unit tests and their examples (about 80 s)"
-	@echo "  make test-chapters   each chapter executed once as a reader runs it, the run saved (about 100 s)"
+	@echo "  make test-chapters   each chapter executed once as a reader runs it, its time reported, the run saved (about 100 s)"
 	@echo "  make test-notebooks  the notebook export: every construct, no MyST left (15 s)"
 	@echo "  make test-site       the -W build, tiny books, course packs, nbgrader, Chromium on every page, the PDF (about 6 min)"
 	@echo "make pdf               the whole book as one PDF, _build/pdf/maxmargin-book.pdf; NO_SOLUTIONS=1 leaves the solutions out (about 1.5 min after make test-chapters, else 4 min)"
 	@echo "make notebooks         the chapters as plain .ipynb in notebooks/ (seconds after a build, else about 3 min)"
 	@echo "make course            course packs in course/, CHAPTERS=\"01 03\" to choose (about 1 min)"
 	@echo "make mutants           the mutation check of the library tests (an hour or more)"
-	@echo "make bench             benchmarks against plain baselines (about 3 min)"
+	@echo "make bench             benchmarks against plain baselines, and the chapters' time budget on an idle machine (about 6 min)"
 	@echo "make test-portability  tests/lib and the chapters under 8 arithmetic settings (about 31 min)"
 	@echo "make clean             remove _build, notebooks and course"
 	@echo "Options: CPU_ONLY=1 (PyTorch's CPU-only wheel on Linux), TORCH_INDEX_URL=..., PYTHON=python3.11"
@@ -95,7 +95,7 @@ mutants: $(STAMP)
 # missed its target (each prints PASS or FAIL and the reason).
 bench: $(STAMP)
 	@status=0; \
-	for b in bench_gd bench_svm bench_explorers; do \
+	for b in bench_gd bench_svm bench_explorers bench_chapters; do \
 		$(BIN)/python benchmarks/$$b.py || status=1; \
 	done; \
 	exit $$status

@@ -7,8 +7,10 @@ where the library is installed as a reader installs it (`pip install`, not edita
 dependencies come from the project's environment through a .pth file). That one execution is
 checked four ways:
 
-* it runs clean within the chapter budget (60 s in CI), and its outputs follow the figure and
-  glue rules (alt text, opaque figures, one display per figure cell, glued Python numbers);
+* it runs clean, and its outputs follow the figure and glue rules (alt text, opaque figures,
+  one display per figure cell, glued Python numbers); its wall time is recorded against the
+  chapter budget (60 s), a measurement that `make bench` checks on an idle machine, never an
+  assertion here;
 * the export reads without MyST: the values this run glues fill the prose of the export, the
   exported code cells are exactly the ones that ran, no MyST residue is left (rendered with
   markdown-it-py), and every glued value the prose quotes appears in it;
@@ -27,9 +29,8 @@ import time
 
 import nbformat
 import pytest
-from chapter_exec import BUDGET_S
 from chapter_exec import execute as execute_in_repository
-from chapter_exec import describe_failure
+from chapter_exec import describe_failure, recorded
 from reader import execute
 from residue import residue
 
@@ -109,11 +110,18 @@ def export_problems(source, runnable, values, config) -> list[str]:
 @pytest.mark.chapter
 @pytest.mark.parametrize("docname", PAGES)
 def test_chapter(docname, reader, tmp_path, record_chapter):
-    """The page executes as a reader runs it, within budget; its outputs follow the figure and
-    glue rules; its export reads without MyST; the run is saved for the rest of the suite."""
+    """The page executes as a reader runs it; its outputs follow the figure and glue rules; its
+    export reads without MyST; the run is saved for the rest of the suite. Its wall time is
+    recorded against the budget (a measurement: `make bench` checks the budget on an idle
+    machine), never asserted, so a busy machine passes."""
+    assert not tmp_path.resolve().is_relative_to(ROOT.resolve())
+    recorded(docname, lambda: _check_chapter(docname, reader, tmp_path), record_chapter)
+
+
+def _check_chapter(docname, reader, tmp_path) -> float:
+    """Execute and check one page; returns its wall seconds (failures raise, carrying them)."""
     from nbclient.exceptions import CellExecutionError
 
-    assert not tmp_path.resolve().is_relative_to(ROOT.resolve())
     source = source_path(docname)
     config = export.read_config()
     page = read_notebook(source)
@@ -126,10 +134,20 @@ def test_chapter(docname, reader, tmp_path, record_chapter):
     try:
         run = execute(runnable, reader, tmp_path, rerun=docname == REPRODUCED_CHAPTER)
     except CellExecutionError as exc:
-        record_chapter(docname, time.perf_counter() - start, "failed")
-        pytest.fail(f"{docname} failed to execute: {describe_failure(runnable, exc)}",
-                    pytrace=False)
-    record_chapter(docname, run.seconds, "passed")
+        failure = pytest.fail.Exception(
+            f"{docname} failed to execute: {describe_failure(runnable, exc)}", pytrace=False)
+        failure.chapter_seconds = time.perf_counter() - start
+        raise failure from None
+    try:
+        _check_run(docname, source, config, page, runnable, run)
+    except BaseException as exc:
+        exc.chapter_seconds = run.seconds
+        raise
+    return run.seconds
+
+
+def _check_run(docname, source, config, page, runnable, run) -> None:
+    """The checks of one executed page (outputs, export, re-run, second environment)."""
     ran = executed.with_outputs(page, runnable, skip=1)
     executed.save(docname, ran, run.seconds, how="tests/chapters: the exported notebook in a "
                   "reader's environment outside the repository")
@@ -154,8 +172,6 @@ def test_chapter(docname, reader, tmp_path, record_chapter):
             pytest.skip(message)
         differ = sorted(k for k in first.keys() | second.keys() if first.get(k) != second.get(k))
         assert not differ, f"glued values differ between two runs: {differ}"
-    assert run.seconds <= BUDGET_S, \
-        f"{docname} took {run.seconds:.1f} s; the budget is {BUDGET_S:.0f} s"
 
 
 def test_the_rerun_check_sees_a_changed_output(reader, tmp_path):
@@ -201,3 +217,35 @@ def test_saved_runs_are_dropped_when_their_inputs_change(tmp_path):
     code.source += "\nprint('changed')"
     with pytest.raises(ValueError, match="code cells differ"):
         executed.with_outputs(page, other)
+
+
+def test_the_timings_record_status_and_time_apart(tmp_path, monkeypatch):
+    """A page that executed but failed a later check is recorded as failed with its time (the
+    old record said "passed" before the checks ran); a slow page that passes is recorded as
+    passed and over the budget (time is a measurement, not a verdict); a page that never
+    finished has no time."""
+    import json
+
+    import chapter_exec
+
+    monkeypatch.setattr(chapter_exec, "TIMINGS", tmp_path / "chapters.json")
+    record = chapter_exec.record_timing
+
+    def fails_after_running():
+        exc = pytest.fail.Exception("the export quotes a value it does not glue", pytrace=False)
+        exc.chapter_seconds = 12.5
+        raise exc
+
+    def hangs():
+        raise KeyboardInterrupt
+
+    with pytest.raises(pytest.fail.Exception):
+        recorded("a", fails_after_running, record)
+    assert recorded("b", lambda: chapter_exec.BUDGET_S * 3, record) == chapter_exec.BUDGET_S * 3
+    with pytest.raises(KeyboardInterrupt):
+        recorded("c", hangs, record)
+    data = json.loads((tmp_path / "chapters.json").read_text())
+    assert {k: (v["status"], v["seconds"], v["over_budget"]) for k, v in data.items()} == {
+        "a": ("failed", 12.5, False), "b": ("passed", chapter_exec.BUDGET_S * 3, True),
+        "c": ("failed", None, None)}
+    assert data["a"]["reason"] == "the export quotes a value it does not glue"

@@ -39,7 +39,7 @@ def peak_above_baseline(steps: int, starts: int, engine: str) -> float:
                PYTHONPATH=os.pathsep.join([LIB] + [p for p in os.environ.get("PYTHONPATH", "")
                                                    .split(os.pathsep) if p]))
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(steps), str(starts)], env=env,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["engine"] == engine
@@ -112,7 +112,7 @@ def recording_memory(routine: str, engine: str, starts: int = 8) -> dict:
                PYTHONPATH=os.pathsep.join([LIB] + [p for p in os.environ.get("PYTHONPATH", "")
                                                    .split(os.pathsep) if p]))
     out = subprocess.run([sys.executable, "-c", RECORD_SCRIPT, routine, str(starts)], env=env,
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -452,10 +452,10 @@ def test_nbgrader_round_trip(graded_packs, wheel_venv, tmp_path):
 
     course = tmp_path / "course"
     shutil.copytree(graded_packs / "nbgrader" / "source", course / "source")
-    # nbgrader's per-cell timeout is 30 s; on a loaded CI machine give the book's 120 s.
+    # nbgrader's per-cell timeout is 30 s; give the book's hang guard (a loaded machine must pass).
     (course / "nbgrader_config.py").write_text(
         'c = get_config()\nc.CourseDirectory.course_id = "maxmargin"\n'
-        "c.Execute.timeout = 120\n")
+        "c.Execute.timeout = 1200\n")
     nbgrader(course, wheel_venv, "generate_assignment", "*", "--force")
     names = [p.stem for p in GRADED]
     for name in names:
