@@ -60,7 +60,7 @@ FAILING_CELLS = {
               "assert margin >= 1, f\"margin = {margin:.2f} < 1\"\n```\n",
               "AssertionError: margin = 0.50 < 1"),
     "timeout": ("```{code-cell} ipython3\nimport time\n\ntime.sleep(60)  # longer than the timeout\n"
-                "```\n", "timed out after 3 s in cell 2 of chapter"),
+                "```\n", "timed out after 10 s in cell 2 of chapter"),
 }
 
 
@@ -73,7 +73,7 @@ def test_failing_chapter_is_reported(kind, tmp_path, vendor):
     docname = f"chapters/09-failing-{kind}"
     page = NOTEBOOK_HEADER + f"\n# Failing ({kind})\n\n```{{code-cell}} ipython3\nx = 1\n```\n\n" + cell
     book = tiny_book(tmp_path / "book", page, docname=docname,
-                     timeout=3 if kind == "timeout" else None)
+                     timeout=10 if kind == "timeout" else None)  # x = 1 cannot take 10 s
     result = build(book)
     assert result.rc != 0, f"the build of a chapter whose cell {kind} succeeded"
     tail = "\n".join(result.output.splitlines()[-20:])
@@ -106,13 +106,13 @@ def test_every_failing_chapter_is_reported_and_a_timeout_reads_as_one(tmp_path, 
                 "```{code-cell} ipython3\nx = 1\n```\n\n" + cell
                 for k, cell in ((1, printing), (2, raising))}
     book = tiny_book(tmp_path / "book", "# Root\n\nA page without code.\n", docname="intro",
-                     timeout=3, chapters=chapters)
+                     timeout=10, chapters=chapters)
     result = build(book)
     assert result.rc != 0, "a build with two failing chapters succeeded"
     closing = result.output[result.output.rfind("2 chapters failed to execute"):]
     assert "FAILED chapters/01-failing.md" in closing and "FAILED chapters/02-failing.md" in closing, \
         f"the closing lines do not name both chapters:\n{closing}"
-    assert "timed out after 3 s in cell 2 of chapter chapters/01-failing.md" in closing, closing
+    assert "timed out after 10 s in cell 2 of chapter chapters/01-failing.md" in closing, closing
     assert "RuntimeError: second failure" in closing, closing
     before = result.output[:result.output.find("a chapter failed to execute")]
     noise = [line for line in before.splitlines()
