@@ -876,6 +876,11 @@ MUTANTS = [
            "        a31 += k * x[q + 31]\n",
            "        a31 += k * x[q + 30]\n",
            ("test_compiled.py", "test_train.py")),
+    # --- round four, lead ---
+    Mutant("data.py", "Instance.optimal: a float argmax again (token 0 on an exact tie)",
+           "        return optimal_indices(self.X, self.Y, self.v)",
+           "        return np.argmax(self.scores, axis=1)",
+           ("test_ties.py",)),
 ]
 
 

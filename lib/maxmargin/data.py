@@ -34,7 +34,8 @@ class Instance:
     extra : a dict of further data (default empty).
     shape : (property) (n, T, d).
     scores : (property) (n, T) token scores gamma_it = Y_i v^T x_it.
-    optimal : (property) (n,) index of the highest-score token of each sequence.
+    optimal : (property) (n,) index of the highest-score token of each sequence; raises
+        ValueError on a tie, as :func:`maxmargin.optimal_indices` does.
 
     Examples
     --------
@@ -67,8 +68,11 @@ class Instance:
 
     @property
     def optimal(self) -> np.ndarray:
-        """(n,) index of the highest-score token of each sequence."""
-        return np.argmax(self.scores, axis=1)
+        """(n,) index of the highest-score token of each sequence, by the library's one tie rule
+        (:func:`maxmargin.optimal_indices`): a ValueError names the sequence whose top tokens tie."""
+        from .optimality import optimal_indices  # deferred: optimality imports the solvers
+
+        return optimal_indices(self.X, self.Y, self.v)
 
 
 _ATTEND_FIRST_TWO = np.diag([1.0, 1.0, 0.0])

@@ -240,3 +240,26 @@ def test_exact_ties_under_cancellation_stay_tied(k, seed):
     assert exact[0] == exact[1] and exact[0] > exact[2]
     with pytest.raises(ValueError, match="sequence 0 has two tokens tied"):
         mm.optimal_indices(X, Y, v)
+
+
+def test_instance_optimal_uses_the_one_tie_rule():
+    """Instance.optimal took a float argmax: on an exact tie it returned token 0 where
+    mm.optimal_indices raises (a second, silent tie rule); now it refuses the same tie, and on
+    scores that differ only below the tie tolerance by rounding it refuses too."""
+    X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]],
+                  [[0.3, 0.1], [0.2, 0.0], [1.0, 1.0]]])
+    Y, v = np.array([1.0, -1.0]), np.array([1.0, 1.0])   # sequence 0: tokens 0 and 1 tie at 1
+    inst = mm.data.Instance("tie", X, Y, v, None, np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="X, Y, v") as raised:
+        inst.optimal
+    with pytest.raises(ValueError) as reference:
+        mm.optimal_indices(X, Y, v)
+    assert str(raised.value) == str(reference.value)
+    # a tie computed with a rounding error of one ulp is still a tie
+    X2 = X.copy()
+    X2[0, 1, 1] = np.nextafter(1.0, 2.0)
+    with pytest.raises(ValueError, match="X, Y, v"):
+        mm.data.Instance("near-tie", X2, Y, v, None, np.zeros((1, 2))).optimal
+    untied = mm.data.Instance("untied", X2 * [[[1.0, 1.0], [1.0, 0.5], [1.0, 1.0]]], Y, v, None,
+                              np.zeros((1, 2)))
+    assert untied.optimal.tolist() == [0, 1]   # sequence 1: -(0.2) > -(0.4) > -(2.0)
