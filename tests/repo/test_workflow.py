@@ -39,10 +39,11 @@ def job_running(command: str) -> tuple[str, dict]:
 
 
 def readme_commands() -> list[str]:
-    """The commands of the README's "Two commands" block."""
+    """The commands of the first ```bash block of the README's "two commands" section."""
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"^## Two commands\n+```bash\n(.*?)^```", text, re.S | re.M)
-    assert block, "README.md has no ```bash block under '## Two commands'"
+    block = re.search(r"^## [^\n]*[Tt]wo commands\n(?:(?!^## ).)*?^```bash\n(.*?)^```", text,
+                      re.S | re.M)
+    assert block, "README.md has no ```bash block under its '... two commands' section"
     return [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
 
 
