@@ -293,3 +293,57 @@ def test_download_and_colab_buttons_give_the_plain_notebook(docname, browser, si
     assert colab == (f"https://colab.research.google.com/github/{repo}/blob/"
                      f"{NOTEBOOK_BRANCH}/{stem}.ipynb"), colab
     assert (built_html / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf8") == text
+
+
+FIRST_SCREEN = """() => {
+  const main = document.querySelector('main') || document.body;
+  const h1 = main.querySelector('h1');
+  const links = [...main.querySelectorAll('a')].map(a => {
+    const r = a.getBoundingClientRect();
+    return {text: a.textContent.trim(), href: a.href, top: r.top + window.scrollY,
+            bottom: r.bottom + window.scrollY, visible: r.width > 0 && r.height > 0};
+  });
+  const paragraphs = [...main.querySelectorAll('section > p')].slice(0, 2).map(p => p.textContent);
+  return {title: h1 ? h1.textContent : '', paragraphs, links, height: window.innerHeight};
+}"""
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1280, "height": 900}, PHONE],
+                         ids=["desktop", "phone"])
+def test_first_screen_says_what_and_where_to_start(viewport, browser, site_url):
+    """The landing page's first screen (no scrolling) says what the book is and why to read it,
+    and links where to start: chapter 1, chapter 1 in Colab (the same URL as the chapter's
+    Colab button), Binder, the PDF, and how to read it (a link that lands on its section).
+    Bugs caught: the start links pushed below the fold by the story paragraph (the old page put
+    "How to read this book" 2.8 screens down), a Colab link to a notebook the workflow does not
+    publish, a dead anchor."""
+    context = browser.new_context(viewport=viewport, is_mobile=viewport is PHONE)
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    try:
+        open_settled(page, f"{site_url}/intro.html")
+        screen = page.evaluate(FIRST_SCREEN)
+        anchor = next((link["href"] for link in screen["links"]
+                       if link["text"] == "how to read it"), None)
+        target = anchor and page.evaluate(
+            "(id) => !!document.getElementById(id)", anchor.split("#", 1)[-1])
+    finally:
+        context.close()
+    assert "Why does attention" in screen["paragraphs"][0], screen["paragraphs"]
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    repo = config["repository"]["url"].removeprefix("https://github.com/")
+    wanted = {
+        "read chapter 1": lambda href: href.endswith("chapters/01-attention-model.html"),
+        "run it in Colab": lambda href: href == (f"https://colab.research.google.com/github/"
+                                                 f"{repo}/blob/notebooks/01-attention-model.ipynb"),
+        "open it on Binder": lambda href: href.startswith(f"https://mybinder.org/v2/gh/{repo}/"),
+        "the whole book as a PDF": lambda href: href.endswith("/maxmargin-book.pdf"),
+        "how to read it": lambda href: "#" in href,
+    }
+    for text, good in wanted.items():
+        link = next((link for link in screen["links"] if link["text"] == text), None)
+        assert link is not None, f"no start link {text!r} on the landing page"
+        assert good(link["href"]), f"{text!r} links {link['href']}"
+        assert link["visible"] and link["bottom"] <= screen["height"], \
+            f"{text!r} is below the first screen ({link['bottom']:.0f} px of {screen['height']})"
+    assert target, f"'how to read it' links {anchor}, which is not on the page"
