@@ -64,10 +64,6 @@ class KQ(NamedTuple):
     Q: np.ndarray
 
 
-def _identity(W, d):
-    return np.eye(d) if W is None else np.asarray(W, dtype=float)
-
-
 def _queries(queries, n):
     """The query z_i of each sequence, (n, d): a (d,) query p is every sequence's."""
     Z = np.asarray(queries, dtype=float)
@@ -78,44 +74,52 @@ def _queries(queries, n):
 
 
 def softmax(a):
-    """The softmax along the last axis; subtracting the max (the standard shift) changes nothing."""
+    """The softmax along the last axis (minus the max first: the standard
+    shift, which changes nothing but cannot overflow)."""
     e = np.exp(a - np.max(a, axis=-1, keepdims=True))
     return e / np.sum(e, axis=-1, keepdims=True)
 
 
 def attention(X, p, *, W=None):
     """Attention weights s_i = softmax(X_i W p), shape (n, T).
-
-    Chapter 1, definition def-01-prompt-attention, equation eq-01-model."""
+    Chapter 1, definition def-01-prompt-attention, eq-01-model."""
     X = np.asarray(X, dtype=float)
-    return softmax(X @ (_identity(W, X.shape[2]) @ np.asarray(p, dtype=float)))
+    W = np.eye(X.shape[2]) if W is None else np.asarray(W, dtype=float)
+    return softmax(X @ (W @ np.asarray(p, dtype=float)))
 
 
 def scores(X, Y, v):
-    """Token scores gamma_it = Y_i v^T x_it, shape (n, T). Chapter 1, def-01-token-scores."""
-    return np.asarray(Y, dtype=float)[:, None] * (np.asarray(X, dtype=float) @ np.asarray(v, dtype=float))
+    """Token scores gamma_it = Y_i v^T x_it, shape (n, T).
+    Chapter 1, definition def-01-token-scores."""
+    X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
+    return Y[:, None] * (X @ np.asarray(v, dtype=float))
 
 
 def predict(X, v, p, *, W=None):
-    """Outputs f(X_i) = <X_i v, softmax(X_i W p)>, shape (n,). Chapter 1, equation eq-01-model."""
-    return np.sum((np.asarray(X, dtype=float) @ np.asarray(v, dtype=float)) * attention(X, p, W=W), axis=1)
+    """Outputs f(X_i) = <X_i v, softmax(X_i W p)>, shape (n,).
+    Chapter 1, eq-01-model."""
+    values = np.asarray(X, dtype=float) @ np.asarray(v, dtype=float)
+    return np.sum(values * attention(X, p, W=W), axis=1)
 
 
 def risk(X, Y, v, p, *, W=None, loss="logistic"):
-    """L(p) = (1/n) sum_i l(Y_i f(X_i)), a float. Chapter 1, equation eq-01-risk."""
+    """L(p) = (1/n) sum_i l(Y_i f(X_i)), a float. Chapter 1, eq-01-risk."""
     value, _ = LOSSES[loss]
-    return float(np.mean(value(np.asarray(Y, dtype=float) * predict(X, v, p, W=W))))
+    margins = np.asarray(Y, dtype=float) * predict(X, v, p, W=W)
+    return float(np.mean(value(margins)))
 
 
 def risk_grad(X, Y, v, p, *, W=None, loss="logistic"):
-    """grad_p L = (1/n) sum_i l'(z_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i, shape (d,),
-    with z_i = Y_i f(X_i) = s_i^T gamma_i. Chapter 1, exercise ex-01-gradient (its solution)."""
+    """grad_p L = (1/n) sum_i l'(z_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i,
+    shape (d,), with the margins z_i = Y_i f(X_i) = s_i^T gamma_i.
+    Chapter 1, eq-01-risk and exercise ex-01-gradient."""
     X = np.asarray(X, dtype=float)
-    W = _identity(W, X.shape[2])
+    W = np.eye(X.shape[2]) if W is None else np.asarray(W, dtype=float)
     _, slope = LOSSES[loss]
     s, gamma = attention(X, p, W=W), scores(X, Y, v)
-    z = np.sum(s * gamma, axis=1)                        # margins z_i
-    dlogits = slope(z)[:, None] * s * (gamma - z[:, None])  # l'(z_i) (diag(s) - s s^T) gamma_i
+    z = np.sum(s * gamma, axis=1)                 # margins z_i
+    # the gradient in the logits, l'(z_i) (diag(s_i) - s_i s_i^T) gamma_i:
+    dlogits = slope(z)[:, None] * s * (gamma - z[:, None])
     return W.T @ np.einsum("nt,ntd->d", dlogits, X) / len(X)
 
 
@@ -167,18 +171,20 @@ def risk_grad_KQ(X, Y, v, K, Q, queries, *, loss="logistic", reg=0.0):
 
 
 def descend(x, g, lr, *, normalized=False, eps=1e-12):
-    """One step x - lr g, or normalized x - lr g / (||g|| + eps) (Frobenius norm for a matrix).
-    Chapter 3, definition def-normalized-gd."""
+    """One step x - lr g, or normalized x - lr g / (||g|| + eps) (the
+    Frobenius norm for a matrix). Chapter 3, definition def-normalized-gd."""
     x, g = np.asarray(x, dtype=float), np.asarray(g, dtype=float)
     if normalized:
         g = g / (np.linalg.norm(g) + eps)
     return x - lr * g
 
 
-def gd_step(X, Y, v, p, lr, *, W=None, loss="logistic", normalized=False, eps=1e-12):
-    """p_{k+1} from p_k = p: one (normalized) GD step on the prompt, shape (d,); what ``mm.gd``
-    and ``mm.gd_stack`` iterate. Chapter 3, definition def-normalized-gd."""
-    return descend(p, risk_grad(X, Y, v, p, W=W, loss=loss), lr, normalized=normalized, eps=eps)
+def gd_step(X, Y, v, p, lr, *, W=None, loss="logistic", normalized=False,
+            eps=1e-12):
+    """p_{k+1} from p_k = p: one (normalized) GD step on the prompt, shape
+    (d,); what mm.gd and mm.gd_stack iterate. Chapter 3, def-normalized-gd."""
+    g = risk_grad(X, Y, v, p, W=W, loss=loss)
+    return descend(p, g, lr, normalized=normalized, eps=eps)
 
 
 def gd_W_step(X, Y, v, W, queries, lr, *, loss="logistic", normalized=False, eps=1e-12):
@@ -218,7 +224,7 @@ def att_svm(X, alpha, *, W=None, relaxed=None):
 
     X = np.asarray(X, dtype=float)
     n, T, d = X.shape
-    K = X @ _identity(W, d)                               # keys k_it = W^T x_it, as rows
+    K = X @ (np.eye(d) if W is None else np.asarray(W, dtype=float))  # keys k_it = W^T x_it
     b = np.ones(n) if relaxed is None else np.where(relaxed, 0.0, 1.0)
     p = cp.Variable(d)
     constraints = [(K[i, alpha[i]] - K[i, t]) @ p >= b[i]
