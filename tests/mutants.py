@@ -881,6 +881,44 @@ MUTANTS = [
            "        return optimal_indices(self.X, self.Y, self.v)",
            "        return np.argmax(self.scores, axis=1)",
            ("test_ties.py",)),
+    # --- reference, D ---
+    Mutant("reference.py", "reference: sign flip in the deviation gamma_it - z_i of the p-gradient",
+           "dlogits = slope(z)[:, None] * s * (gamma - z[:, None])\n    return W.T",
+           "dlogits = slope(z)[:, None] * s * (z[:, None] - gamma)\n    return W.T",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: W used as W.T in the p-gradient",
+           "return W.T @ np.einsum(\"nt,ntd->d\", dlogits, X) / len(X)",
+           "return W @ np.einsum(\"nt,ntd->d\", dlogits, X) / len(X)",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: missing 1/n in the W-gradient",
+           "return np.einsum(\"nt,ntd,ne->de\", dlogits, X, Z) / len(X)",
+           "return np.einsum(\"nt,ntd,ne->de\", dlogits, X, Z)",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: normalized step by ||g|| without eps",
+           "g = g / (np.linalg.norm(g) + eps)",
+           "g = g / np.linalg.norm(g)",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: x z^T transposed in the W-gradient (z x^T)",
+           "\"nt,ntd,ne->de\", dlogits, X, Z",
+           "\"nt,ntd,ne->ed\", dlogits, X, Z",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: K stepped before Q's gradient is taken (sequential factors)",
+           "    g_K, g_Q = risk_grad_KQ(X, Y, v, K, Q, queries, loss=loss, reg=reg)\n"
+           "    return KQ(descend(K, g_K, lr, normalized=normalized, eps=eps),\n"
+           "              descend(Q, g_Q, lr, normalized=normalized, eps=eps))",
+           "    K = descend(K, risk_grad_KQ(X, Y, v, K, Q, queries, loss=loss, reg=reg).K, lr,\n"
+           "                normalized=normalized, eps=eps)\n"
+           "    return KQ(K, descend(Q, risk_grad_KQ(X, Y, v, K, Q, queries, loss=loss, reg=reg).Q,\n"
+           "                         lr, normalized=normalized, eps=eps))",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: relaxed sequences keep the right side 1",
+           "b = np.ones(n) if relaxed is None else np.where(relaxed, 0.0, 1.0)",
+           "b = np.ones(n)",
+           ("test_reference.py",)),
+    Mutant("reference.py", "reference: logistic slope of the wrong sign of x (-1 / (1 + e^-x))",
+           "lambda x: -1.0 / (1.0 + np.exp(x))",
+           "lambda x: -1.0 / (1.0 + np.exp(-x))",
+           ("test_reference.py",)),
 ]
 
 

@@ -7,15 +7,16 @@ p (..., d). Token indices are 0-based. Arrays may be lists, numpy arrays or torc
 mask, so its hidden values would be used): fill it or leave those entries out.
 
 The top level holds the paper's concepts (``__all__``); the paper's instances are in
-``mm.data``, a ``torch.nn`` layer in ``mm.nn``. The book's figures and explorers live apart, in
-``maxmargin.book`` (``from maxmargin.book import plots, explore``), which is the only part that
+``mm.data``, a ``torch.nn`` layer in ``mm.nn``, and the paper's equations written plainly, one
+short numpy function each, in ``mm.reference`` (what the engines are tested against). The
+book's figures and explorers live apart, in ``maxmargin.book`` (``from maxmargin.book import plots, explore``), which is the only part that
 loads matplotlib or ipywidgets; cvxpy and SciPy load on first use.
 """
 from __future__ import annotations
 
 import importlib as _importlib
 
-from . import data, nn
+from . import data, nn, reference
 from .heads import (
     MLPHead, OptimalSets, SetDirection, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
     optimal_sets, set_direction, set_offset,
@@ -64,8 +65,8 @@ __all__ = [
     "regularization_path", "local_regularization_path", "RegularizationPath", "MLPHead",
     "mlp_head", "head_attention", "head_predict", "head_risk", "head_risk_grad", "optimal_sets",
     "OptimalSets", "SetDirection", "set_offset", "set_direction",
-    # instances and the torch layer
-    "data", "nn",
+    # instances, the torch layer, and the paper's equations in plain numpy
+    "data", "nn", "reference",
 ]
 
 
