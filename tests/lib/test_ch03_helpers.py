@@ -156,7 +156,16 @@ def test_score_explorer_panel_reports_the_settled_token():
 # ---- the settling criterion (ch03.settled_tokens, ch03.settle), against mpmath ------------------
 
 mp = pytest.importorskip("mpmath")
-mp.mp.dps = 50
+
+
+@pytest.fixture(autouse=True)
+def _fifty_digits():
+    """50 digits for this module's tests only: a global mp.dps set at import made other
+    modules' results depend on which test file was imported first."""
+    with mp.workdps(50):
+        yield
+
+
 KEYS = [(-0.1, 1.0), (1.0, 0.0), (0.0, 0.0)]
 
 
