@@ -1154,6 +1154,12 @@ def _build_joint(L: int):
                     if run.normalized:
                         _squared_norms(a.gv, a.nv, d, L)
                         _squared_norms(a.gp, a.np_, d, L)
+                        for l in range(L):   # terms maybe subnormal: the torch loop reruns
+                            if ((0.0 <= a.nv[l] < 1e-280                 # (its rescaled
+                                 and _careful_norm(a.gv, d, l, L) < TINY_GRADIENT)  # terms)
+                                    or (0.0 <= a.np_[l] < 1e-280
+                                        and _careful_norm(a.gp, d, l, L) < TINY_GRADIENT)):
+                                a.seen[l] = np.nan
                     _update(v_step, v_rule, d, L)   # an iterate that is not finite makes the
                     _update(p_step, p_rule, d, L)   # next step's margins so (checked there)
                 stop = last
@@ -1364,7 +1370,8 @@ def _build_kq(L: int):
                             norm_a = _kq_norm(na[l], a.g, d, l, L)
                             norm_q = _kq_norm(nq[l], q, m, l, L)
                             norm_b = _kq_norm(nb[l], b, m, l, L)
-                            if norm_a < 0.0 or norm_q < 0.0 or norm_b < 0.0:
+                            # (a = 0 too: its terms may all have underflowed)
+                            if norm_a <= 0.0 or norm_q < 0.0 or norm_b < 0.0:
                                 size[l] = np.inf
                             step_K[l] = norm_a * norm_q + run.eps
                             step_Q[l] = run.pnorm * norm_b + run.eps

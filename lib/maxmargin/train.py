@@ -819,7 +819,20 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 else:
                     A = torch.bmm(XbT, dlogits)                        # (n, d, B)
                     grad = A.permute(2, 1, 0) @ Zt                     # (B, d, n) @ (n, d)
-                flat = _step_direction(grad.reshape(B, -1).T, normalized, step_eps).T
+                def rescaled():   # (grad 2^k, k): X, dlogits and the queries scaled up
+                    if shared:
+                        a, k = _scaled_contraction(X2T, dlogits.view(n * T, B))
+                        kq = _up_exponent(q, dims=0)
+                        grad = a.T[:, :, None] * _times_power_of_two(q, kq)
+                    else:       # one scale for all of X, and for each run's dlogits
+                        kx, kd = _up_exponent(X2T, dims=(0, 1)), _up_exponent(dlogits, (0, 1))
+                        A = torch.bmm(_times_power_of_two(XbT, kx),
+                                      _times_power_of_two(dlogits, kd))  # (n, d, B)
+                        k, kq = (kx + kd).reshape(1, B), _up_exponent(Zt, dims=(0, 1))
+                        grad = A.permute(2, 1, 0) @ _times_power_of_two(Zt, kq)
+                    return grad.reshape(B, -1).T, (k + kq).reshape(1, B)
+
+                flat = _step_direction(grad.reshape(B, -1).T, normalized, step_eps, rescaled).T
                 return Wt - lr * flat.reshape(Wt.shape)
 
             step_eps = eps if scale is None else eps * scale
@@ -1018,7 +1031,13 @@ def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_
                 torch.mul(s, deviation, out=work)
                 work.mul_(weights)
                 torch.mm(K2T, work.view(n * T, B), out=grad[1])             # dL/dp
-                return VP - lr * _step_direction(grad, normalized, step_offsets)
+
+                def rescaled():   # both gradients from factors scaled up: (grad 2^k, k)
+                    gv, kv = _scaled_contraction(XYT, (s * weights).view(n * T, B))
+                    gp, kp = _scaled_contraction(K2T, work.view(n * T, B))
+                    return torch.stack([gv, gp]), torch.stack([kv, kp])
+
+                return VP - lr * _step_direction(grad, normalized, step_offsets, rescaled)
 
             # a gradient that is not finite makes the iterate not finite: one check below
             new = step(weights, step_offsets)
