@@ -380,11 +380,10 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
             factors = None if reg > 0 else _KQFactors(
                 X2T, Xt, dlogits, p, q if shared else None, ZtT, None if shared else C, K, shared)
             # a gradient that is not finite makes its factor not finite: one check below
-            K_next = K - lr * _factor_step(grad_K, normalized, eps, scale,
-                                           None if factors is None else factors.grad_K)
-            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale,
+            K = K - lr * _factor_step(grad_K, normalized, eps, scale,
+                                      None if factors is None else factors.grad_K)
+            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale,   # (factors: this step's K)
                                       None if factors is None else factors.grad_Q)
-            K = K_next
             if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
                 raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
