@@ -646,7 +646,7 @@ def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n, L):
         out.off[r, m, b0 + l, i] = rest
 
 
-TINY_GRADIENT = 1e-270  # train.TINY_GRADIENT: a normalized step recomputes a smaller gradient
+TINY_GRADIENT = 1e-304  # train.TINY_GRADIENT: a normalized step recomputes a smaller gradient
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")

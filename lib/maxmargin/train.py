@@ -1201,8 +1201,9 @@ def _step_direction(grad: torch.Tensor, normalized: bool, eps: float,
 
 # A normalized step recomputes a gradient of norm below this from factors scaled by powers of
 # two: its terms, products of tiny factors (keys and scores near 1e-160), may be subnormal, with
-# absolute errors up to 2^-1075 each, which stay below 2^-170 of the norm above it
-TINY_GRADIENT = 1e-270
+# absolute errors up to 2^-1075 each; above it they stay below 2^-64 of the norm (per term), far
+# below the rounding of the sum itself (gradients near 1e-300 of normal terms are left alone)
+TINY_GRADIENT = 1e-304
 
 
 def _times_power_of_two(a: torch.Tensor, k) -> torch.Tensor:
