@@ -605,8 +605,10 @@ MUTANTS = [
            "penalty = reg if scale is None else reg * scale.reshape(B, 1, 1)",
            ("test_keyquery.py",)),
     Mutant("keyquery.py", "gd_KQ: (K, Q) normalized jointly instead of each by its own norm",
-           "            K = K - lr * _factor_step(grad_K, normalized, eps, scale)\n"
-           "            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)\n",
+           "            K = K - lr * _factor_step(grad_K, normalized, eps, scale,\n"
+           "                                      None if factors is None else factors.grad_K)\n"
+           "            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale,   # (factors: this step's K)\n"
+           "                                      None if factors is None else factors.grad_Q)\n",
            "            both = _factor_step(torch.cat([grad_K, grad_Q], dim=1), normalized, eps, scale)\n"
            "            K, Q = K - lr * both[:, :d], Q - lr * both[:, d:]\n",
            ("test_keyquery.py",)),
@@ -919,6 +921,35 @@ MUTANTS = [
            "lambda x: -1.0 / (1.0 + np.exp(x))",
            "lambda x: -1.0 / (1.0 + np.exp(-x))",
            ("test_reference.py",)),
+    # --- round four, C ---
+    Mutant("train.py", "normalized step: a gradient below TINY_GRADIENT not recomputed from scaled factors",
+           "    if rescaled is not None and bool(tiny.any()):",
+           "    if False:",
+           ("test_subnormal_gradients.py",)),
+    Mutant("train.py", "rescaled normalized step: eps not scaled with the gradient (2^k)",
+           "_times_power_of_two(eps, kept))",
+           "eps)",
+           ("test_subnormal_gradients.py",)),
+    Mutant("_compiled.py", "compiled gd: a lane's subnormal-term gradient not recomputed (_refined_direction)",
+           "            if (run.normalized and norm[l] < 1e-280",
+           "            if (False and norm[l] < 1e-280",
+           ("test_subnormal_gradients.py",)),
+    Mutant("_compiled.py", "compiled gd_joint: a lane with subnormal-term gradient not handed to the torch loop",
+           "                                a.seen[l] = np.nan",
+           "                                pass",
+           ("test_subnormal_gradients.py",)),
+    Mutant("_compiled.py", "compiled gd: _refined_direction's keys not scaled up (terms subnormal again)",
+           "g[e] += math.ldexp(K[i, t, e], up_k) * ct",
+           "g[e] += K[i, t, e] * ct",
+           ("test_subnormal_gradients.py",)),
+    Mutant("keyquery.py", "gd_KQ loop: no rescaled gradients for a step whose terms may be subnormal",
+           "            factors = None if reg > 0 else _KQFactors(",
+           "            factors = None if True else _KQFactors(",
+           ("test_subnormal_gradients.py",)),
+    Mutant("train.py", "gd_joint loop: p's gradient not recomputed from scaled factors",
+           "                    gp, kp = _scaled_contraction(K2T, work.view(n * T, B))",
+           "                    gp, kp = grad[1], 0 * kv",
+           ("test_subnormal_gradients.py",)),
 ]
 
 

@@ -24,6 +24,7 @@ Nothing here validates its inputs (see :mod:`._checks`).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -645,6 +646,89 @@ def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n, L):
         out.off[r, m, b0 + l, i] = rest
 
 
+TINY_GRADIENT = 1e-304  # train.TINY_GRADIENT: a normalized step recomputes a smaller gradient
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
+def _up_exponent(top):
+    """The k in [0, 1000] with top 2^k in [1/2, 1) for 0 < top < 1/2, else 0 (train._up_exponent)."""
+    if not top > 0.0:
+        return 0
+    return min(max(-math.frexp(top)[1], 0), 1000)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
+def _careful_norm(g, d, l, L):
+    """|g| of lane l, its entries first divided by the largest (squares of tiny entries)."""
+    top = 0.0
+    for e in range(d):
+        top = max(top, abs(g[e * L + l]))
+    if top == 0.0:
+        return 0.0
+    acc = 0.0
+    for e in range(d):
+        acc += (g[e * L + l] / top) ** 2
+    return top * np.sqrt(acc)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, fastmath=_FASTMATH)
+def _refined_direction(K, gamma, p, loss, eps, n, T, d):
+    """g / (|g| + eps) for the risk gradient g (d,) at one prompt ``p`` (d,), keys K (n, T, d),
+    scores gamma (n, T), when |g| < TINY_GRADIENT: its terms k_it c_it (c_it = s_it (gamma_it -
+    z_i) l'(z_i) / n) may be subnormal products, so each is taken as (k_it 2^a) (c_it 2^c), both
+    factors scaled up by powers of two (exact), and eps by as much of 2^(a + c) as keeps it
+    below 2^1000 (train._scaled_contraction and _scaled_direction; scalar code, called only then)."""
+    c = np.empty((n, T))
+    s = np.empty(T)
+    for i in range(n):
+        top = 0
+        for t in range(T):
+            acc = 0.0
+            for e in range(d):
+                acc += K[i, t, e] * p[e]
+            s[t] = acc
+            if acc > s[top]:
+                top = t
+        shift = s[top]
+        total = 0.0
+        for t in range(T):
+            s[t] = np.exp(s[t] - shift)
+            total += s[t]
+        ref = gamma[i, top]
+        offset = 0.0
+        for t in range(T):
+            s[t] /= total
+            offset += s[t] * (gamma[i, t] - ref)
+        z = ref + offset
+        if loss == LOGISTIC_CODE:
+            w = -1.0 / (1.0 + np.exp(z)) / n
+        elif loss == EXPONENTIAL_CODE:
+            w = -np.exp(-z) / n
+        else:
+            w = -1.0 / n
+        for t in range(T):
+            c[i, t] = (s[t] * ((gamma[i, t] - ref) - offset)) * w
+    up_c = _up_exponent(np.max(np.abs(c)))
+    up_k = _up_exponent(np.max(np.abs(K)))
+    g = np.zeros(d)
+    for i in range(n):
+        for t in range(T):
+            ct = math.ldexp(c[i, t], up_c)
+            for e in range(d):
+                g[e] += math.ldexp(K[i, t, e], up_k) * ct
+    k = up_c + up_k
+    kept = min(k, max(1000 - math.frexp(eps)[1], 0))
+    for e in range(d):
+        g[e] = math.ldexp(g[e], kept - k)
+    small = math.ldexp(eps, kept)
+    top = np.max(np.abs(g))
+    if top > 0.0:
+        size = top * np.sqrt(np.sum((g / top) ** 2)) + small
+        for e in range(d):
+            g[e] = g[e] / size
+    return g
+
+
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
     """a.norm = |g|^2 per lane. A lane whose |g|^2 overflows while g is finite is marked -2
@@ -659,6 +743,13 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
             norm[l] += g[e * L + l] * g[e * L + l]
     for l in range(L):
         if np.isfinite(norm[l]):
+            # a normalized step of a gradient whose terms may be subnormal: from scaled factors
+            if (run.normalized and norm[l] < 1e-280
+                    and _careful_norm(g, d, l, L) < TINY_GRADIENT):
+                gl = _refined_direction(Km, gm, a.p[l::L].copy(), run.loss, run.eps, n, T, d)
+                for e in range(d):
+                    g[e * L + l] = gl[e]
+                norm[l] = -1.0              # marks a lane already normalized
             continue
         finite = True
         for e in range(d):
@@ -1063,6 +1154,12 @@ def _build_joint(L: int):
                     if run.normalized:
                         _squared_norms(a.gv, a.nv, d, L)
                         _squared_norms(a.gp, a.np_, d, L)
+                        for l in range(L):   # terms maybe subnormal: the torch loop reruns
+                            if ((0.0 <= a.nv[l] < 1e-280                 # (its rescaled
+                                 and _careful_norm(a.gv, d, l, L) < TINY_GRADIENT)  # terms)
+                                    or (0.0 <= a.np_[l] < 1e-280
+                                        and _careful_norm(a.gp, d, l, L) < TINY_GRADIENT)):
+                                a.seen[l] = np.nan
                     _update(v_step, v_rule, d, L)   # an iterate that is not finite makes the
                     _update(p_step, p_rule, d, L)   # next step's margins so (checked there)
                 stop = last
@@ -1273,7 +1370,8 @@ def _build_kq(L: int):
                             norm_a = _kq_norm(na[l], a.g, d, l, L)
                             norm_q = _kq_norm(nq[l], q, m, l, L)
                             norm_b = _kq_norm(nb[l], b, m, l, L)
-                            if norm_a < 0.0 or norm_q < 0.0 or norm_b < 0.0:
+                            # (a = 0 too: its terms may all have underflowed)
+                            if norm_a <= 0.0 or norm_q < 0.0 or norm_b < 0.0:
                                 size[l] = np.inf
                             step_K[l] = norm_a * norm_q + run.eps
                             step_Q[l] = run.pnorm * norm_b + run.eps

@@ -21,7 +21,7 @@ from .problem import problem, stacked
 from .train import (_TWO_LANE_COSTS, _affordable_descent, _block_lanes, _largest, _loss_code,
                     _overflow, _run_blocks,
                     _queries_shared, _record_count, _record_steps, _risk_of, _settings,
-                    _step_direction, engine)
+                    _step_direction, _times_power_of_two, _up_exponent, engine)
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -248,18 +248,74 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
                         0.0, _readonly(record))
 
 
-def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale) -> torch.Tensor:
+def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale,
+                 rescaled=None) -> torch.Tensor:
     """The step direction of one factor from its gradient (B, d, m): the gradient itself, or
     each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin.train._step_direction`
     (scale-safe). ``scale`` (1, B) or None is the rescaling of the loss's weights
     (:func:`~maxmargin._kernels.derivative_weights`), by which eps is multiplied; a zero
-    gradient (the other factor is 0) is a zero step even when eps * scale underflows to 0."""
+    gradient (the other factor is 0) is a zero step even when eps * scale underflows to 0.
+    ``rescaled``: a callable returning (grad 2^k (B, d, m), k (B,)) from factors scaled up, for a
+    gradient whose terms may be subnormal (see :func:`~maxmargin.train._step_direction`)."""
     B = grad.shape[0]
     flat = grad.reshape(B, -1).T                              # (d m, B): one column per run
-    step = _step_direction(flat, normalized, eps if scale is None else eps * scale)
+
+    def flat_rescaled():
+        scaled, k = rescaled()
+        return scaled.reshape(B, -1).T, k.reshape(1, B)
+
+    step = _step_direction(flat, normalized, eps if scale is None else eps * scale,
+                           None if rescaled is None else flat_rescaled)
     if normalized and scale is not None:
         step = torch.where(torch.any(flat != 0, dim=0, keepdim=True), step, 0.0)
     return step.T.reshape(grad.shape)
+
+
+class _KQFactors:
+    """The gradients of gd_KQ's torch loop at one step recomputed from factors scaled up by
+    powers of two (:func:`~maxmargin.train._up_exponent`): ``grad_K()`` and ``grad_Q()`` return
+    (grad 2^k (B, d, m), k (B,)), for a normalized step whose gradient's terms may be subnormal.
+    X2T (d, n T), Xt (n, T, d), dlogits (n, T, B), p (d,) the shared query and q = Q^T p (B, m),
+    or ZtT (d, n) and C = Q^T Z (B, m, n); K (B, d, m) this step's K."""
+
+    def __init__(self, X2T, Xt, dlogits, p, q, ZtT, C, K, shared):
+        self.X2T, self.Xt, self.dlogits, self.p, self.q = X2T, Xt, dlogits, p, q
+        self.ZtT, self.C, self.K, self.shared = ZtT, C, K, shared
+        self._a = None
+
+    def _gradient_in_W(self):
+        """a 2^ka (B, d) (shared; G = a p^T) or A 2^ka (B, d, n) (G = A Z), and ka (B,)."""
+        if self._a is None:
+            n, T, B = self.dlogits.shape
+            kx = _up_exponent(self.X2T, dims=(0, 1))                       # (1, 1)
+            kd = _up_exponent(self.dlogits, dims=(0, 1))                   # (1, 1, B)
+            D = _times_power_of_two(self.dlogits, kd)
+            if self.shared:
+                a = (_times_power_of_two(self.X2T, kx) @ D.view(n * T, B)).T
+            else:
+                a = torch.einsum("ntb,ntd->bdn", D, _times_power_of_two(self.Xt, kx))
+            self._a = (a, (kx + kd).reshape(B))
+        return self._a
+
+    def grad_K(self):
+        a, ka = self._gradient_in_W()
+        if self.shared:                                              # a q^T
+            kq = _up_exponent(self.q, dims=1)                          # (B, 1)
+            return a[:, :, None] * _times_power_of_two(self.q, kq)[:, None, :], ka + kq[:, 0]
+        kc = _up_exponent(self.C, dims=(1, 2))                         # (B, 1, 1)
+        return a @ _times_power_of_two(self.C, kc).transpose(1, 2), ka + kc[:, 0, 0]
+
+    def grad_Q(self):
+        a, ka = self._gradient_in_W()
+        kK = _up_exponent(self.K, dims=(1, 2))                         # (B, 1, 1)
+        K = _times_power_of_two(self.K, kK)
+        if self.shared:                                              # p (K^T a)^T
+            kp = _up_exponent(self.p, dims=0)                          # (1,)
+            grad = _times_power_of_two(self.p, kp)[:, None] * (a[:, None, :] @ K)
+            return grad, ka + kK[:, 0, 0] + kp
+        kz = _up_exponent(self.ZtT, dims=(0, 1))                       # (1, 1)
+        grad = _times_power_of_two(self.ZtT, kz) @ (a.transpose(1, 2) @ K)
+        return grad, ka + kK[:, 0, 0] + kz[0]
 
 
 def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
@@ -319,9 +375,15 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                 penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(B, 1, 1)
                 grad_K = grad_K + penalty * K
                 grad_Q = grad_Q + penalty * Q
+            # both gradients from factors scaled up by powers of two (X, dlogits, the queries,
+            # K): (grad 2^k, k), for a gradient whose terms may be subnormal (without penalty)
+            factors = None if reg > 0 else _KQFactors(
+                X2T, Xt, dlogits, p, q if shared else None, ZtT, None if shared else C, K, shared)
             # a gradient that is not finite makes its factor not finite: one check below
-            K = K - lr * _factor_step(grad_K, normalized, eps, scale)
-            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
+            K = K - lr * _factor_step(grad_K, normalized, eps, scale,
+                                      None if factors is None else factors.grad_K)
+            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale,   # (factors: this step's K)
+                                      None if factors is None else factors.grad_Q)
             if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
                 raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,

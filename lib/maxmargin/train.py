@@ -584,7 +584,8 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
             dlogits = dlogits.reshape(M, n * T, B)
             step_eps = eps if scale is None else eps * scale
             # a gradient that is not finite makes the iterate not finite: one check below
-            new = Pt - lr * _step_direction(KtT @ dlogits, normalized, step_eps)
+            new = Pt - lr * _step_direction(KtT @ dlogits, normalized, step_eps,
+                                            lambda: _scaled_contraction(KtT, dlogits))
             if not bool(torch.isfinite(new).all()):   # (one check per step where all is well)
                 if normalized:
                     # the contraction overflowed (slopes near 1e306 times keys 1e3) though the
@@ -818,7 +819,20 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 else:
                     A = torch.bmm(XbT, dlogits)                        # (n, d, B)
                     grad = A.permute(2, 1, 0) @ Zt                     # (B, d, n) @ (n, d)
-                flat = _step_direction(grad.reshape(B, -1).T, normalized, step_eps).T
+                def rescaled():   # (grad 2^k, k): X, dlogits and the queries scaled up
+                    if shared:
+                        a, k = _scaled_contraction(X2T, dlogits.view(n * T, B))
+                        kq = _up_exponent(q, dims=0)
+                        grad = a.T[:, :, None] * _times_power_of_two(q, kq)
+                    else:       # one scale for all of X, and for each run's dlogits
+                        kx, kd = _up_exponent(X2T, dims=(0, 1)), _up_exponent(dlogits, (0, 1))
+                        A = torch.bmm(_times_power_of_two(XbT, kx),
+                                      _times_power_of_two(dlogits, kd))  # (n, d, B)
+                        k, kq = (kx + kd).reshape(1, B), _up_exponent(Zt, dims=(0, 1))
+                        grad = A.permute(2, 1, 0) @ _times_power_of_two(Zt, kq)
+                    return grad.reshape(B, -1).T, (k + kq).reshape(1, B)
+
+                flat = _step_direction(grad.reshape(B, -1).T, normalized, step_eps, rescaled).T
                 return Wt - lr * flat.reshape(Wt.shape)
 
             step_eps = eps if scale is None else eps * scale
@@ -1017,7 +1031,13 @@ def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_
                 torch.mul(s, deviation, out=work)
                 work.mul_(weights)
                 torch.mm(K2T, work.view(n * T, B), out=grad[1])             # dL/dp
-                return VP - lr * _step_direction(grad, normalized, step_offsets)
+
+                def rescaled():   # both gradients from factors scaled up: (grad 2^k, k)
+                    gv, kv = _scaled_contraction(XYT, (s * weights).view(n * T, B))
+                    gp, kp = _scaled_contraction(K2T, work.view(n * T, B))
+                    return torch.stack([gv, gp]), torch.stack([kv, kp])
+
+                return VP - lr * _step_direction(grad, normalized, step_offsets, rescaled)
 
             # a gradient that is not finite makes the iterate not finite: one check below
             new = step(weights, step_offsets)
@@ -1143,13 +1163,19 @@ def _affordable_descent(steps: int, records: int, batch: int, step_work: int, pe
     _checks.affordable("steps", steps, operations, nbytes, f"a descent of {batch} run(s)")
 
 
-def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.Tensor:
+def _step_direction(grad: torch.Tensor, normalized: bool, eps: float,
+                    rescaled: Callable[[], tuple] | None = None) -> torch.Tensor:
     """The gradient (..., d, B) itself, or each column divided by (its norm + eps).
 
     A column whose squares under- or overflow (norm outside (1e-140, 1e140)) is first divided
     by its largest entry c, and g / (||g|| + eps) taken as (g / c) / (||g / c|| + eps / c): a
     tiny gradient does not become a huge step, nor does a finite gradient whose norm overflows
     (entries beyond about 1e154) become a zero one.
+
+    ``rescaled``: for a column of norm below TINY_GRADIENT, whose terms (products of the
+    contraction's factors) may be subnormal and have lost their bits, a callable returning
+    (g 2^k, k) recomputed from factors scaled up by powers of two (:func:`_scaled_contraction`);
+    those columns' directions are taken from it (the others are unchanged, bit for bit).
     """
     if not normalized:
         return grad
@@ -1164,5 +1190,57 @@ def _step_direction(grad: torch.Tensor, normalized: bool, eps: float) -> torch.T
     # a tensor numerator: torch computes float / tensor as float * (1 / tensor), whose
     # reciprocal overflows for a subnormal scale (the step became 0 and the run stalled)
     small = torch.as_tensor(eps, dtype=grad.dtype) / safe
-    rescaled = unit / (torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + small)
-    return torch.where(risky, rescaled, grad / (norm + eps))
+    rescaled_unit = unit / (torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + small)
+    direction = torch.where(risky, rescaled_unit, grad / (norm + eps))
+    tiny = norm < TINY_GRADIENT
+    if rescaled is not None and bool(tiny.any()):
+        scaled, k = rescaled()
+        direction = torch.where(tiny, _scaled_direction(scaled, k, eps), direction)
+    return direction
+
+
+# A normalized step recomputes a gradient of norm below this from factors scaled by powers of
+# two: its terms, products of tiny factors (keys and scores near 1e-160), may be subnormal, with
+# absolute errors up to 2^-1075 each; above it they stay below 2^-64 of the norm (per term), far
+# below the rounding of the sum itself (gradients near 1e-300 of normal terms are left alone)
+TINY_GRADIENT = 1e-304
+
+
+def _times_power_of_two(a: torch.Tensor, k) -> torch.Tensor:
+    """a 2^k for integer-valued k (a float tensor broadcasting against a, any size), in factors
+    of at most 2^1000 (exact unless the result leaves the normal range)."""
+    k = torch.as_tensor(k, dtype=a.dtype)
+    pieces = max(1, math.ceil(float(k.abs().max()) / 1000.0))
+    out = a
+    for j in range(pieces):
+        part = torch.trunc(k / (pieces - j))
+        out = out * torch.pow(2.0, part)
+        k = k - part
+    return out
+
+
+def _up_exponent(a: torch.Tensor, dims) -> torch.Tensor:
+    """(dims kept) the k in [0, 1000] with max|a| 2^k in [1/2, 1) where max|a| < 1/2 (0 for a
+    zero a or max|a| >= 1/2): scaling a factor up by 2^k is exact."""
+    top = torch.amax(a.abs(), dim=dims, keepdim=True)
+    exponent = torch.frexp(top).exponent.to(a.dtype)
+    return torch.where(top > 0, torch.clamp(-exponent, 0.0, 1000.0), 0.0)
+
+
+def _scaled_contraction(A: torch.Tensor, C: torch.Tensor) -> tuple:
+    """(A 2^a) @ (C 2^c) and a + c, for A (..., d, N) scaled up as a whole (a per leading index)
+    and C (..., N, B) per column: products of normal numbers where A @ C's were subnormal."""
+    a = _up_exponent(A, dims=(-2, -1))
+    c = _up_exponent(C, dims=-2)
+    return _times_power_of_two(A, a) @ _times_power_of_two(C, c), a + c
+
+
+def _scaled_direction(scaled: torch.Tensor, k: torch.Tensor, eps) -> torch.Tensor:
+    """g / (||g|| + eps) per column of ``scaled`` = g 2^k (k (..., 1, B) >= 0): eps takes as much
+    of 2^k as keeps it below 2^1000, g 2^k gives back the rest (the step is then below 2^-900
+    of ||g 2^k||, so its rounding to subnormals is far below the step's own ulp)."""
+    eps = torch.as_tensor(eps, dtype=scaled.dtype)
+    room = torch.clamp(1000.0 - torch.frexp(eps).exponent.to(scaled.dtype), min=0.0)
+    kept = torch.minimum(k, room)
+    return _step_direction(_times_power_of_two(scaled, kept - k), True,
+                           _times_power_of_two(eps, kept))
