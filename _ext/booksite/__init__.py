@@ -18,7 +18,7 @@ One module per concern; each module's docstring says what it does and why:
   (``notebooks/``); the .ipynb download, Binder, JupyterHub and Colab buttons hand them out.
 * :mod:`booksite.release` -- the book's version (pyproject.toml's) on every page.
 * :mod:`booksite.corrections` -- the record of every printed number and verdict
-  (``_static/numbers.json``) and the "Updates and corrections" page against the previous release.
+  (``_build/html/_static/numbers.json``) and the "Updates and corrections" page against the previous release.
 """
 from __future__ import annotations
 

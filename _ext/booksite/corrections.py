@@ -365,7 +365,7 @@ def compare(app: Sphinx, env) -> list[str]:
 
 
 def write_record(app: Sphinx, exception: Exception | None) -> None:
-    """build-finished: ``<outdir>/_static/numbers.json``."""
+    """build-finished: the record, ``numbers.json`` in the output folder's ``_static``."""
     if exception is not None or app.builder.format != "html":
         return
     result = getattr(app.env, ENV_RESULT, None)

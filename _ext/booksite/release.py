@@ -26,7 +26,7 @@ FOOTER_ITEM = "book-version-footer.html"
 
 
 def book_version(folder: Path) -> str:
-    """``[project] version`` of ``folder/pyproject.toml``, else of this repository's."""
+    """``[project] version`` of the pyproject.toml in ``folder``, else in this repository."""
     path = Path(folder) / "pyproject.toml"
     if not path.is_file():
         path = REPOSITORY / "pyproject.toml"
