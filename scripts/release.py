@@ -71,6 +71,22 @@ def release_errors(tag: str, root: Path = ROOT) -> list[str]:
     return errors
 
 
+def book_bibtex(root: Path = ROOT, version: str | None = None) -> str:
+    """The BibTeX entry of this version of the book, from CITATION.cff and pyproject.toml's
+    version (the landing page shows it as the substitution ``{{ book_bibtex }}``)."""
+    cff = yaml.safe_load((root / "CITATION.cff").read_text())
+    version = version or package_version(root)
+    released = str(cff.get("date-released", ""))
+    authors = " and ".join(a["name"] if "name" in a else
+                           f"{a['family-names']}, {a['given-names']}" for a in cff["authors"])
+    fields = [("title", cff["title"]), ("author", "{" + authors + "}"), ("version", version),
+              ("year", released[:4]), ("date", released), ("url", cff["url"]),
+              ("doi", cff.get("doi")),
+              ("note", f"Release v{version}, {cff['repository-code']}/releases/tag/v{version}")]
+    body = ",\n".join(f"  {name:<7} = {{{value}}}" for name, value in fields if value)
+    return f"@software{{maxmarginbook_{version.replace('.', '_')},\n{body}\n}}"
+
+
 def keep_record(site: Path, root: Path = ROOT) -> Path:
     """Copy the record ``numbers.json`` of the built ``site`` (its ``_static``) to
     ``releases/<version>/numbers.json`` of ``root``."""

@@ -2,8 +2,9 @@
 
 **One version.** The version of the book is the library's: ``[project] version`` of
 ``pyproject.toml`` (of the book's folder when it has one, else of this repository). At
-``config-inited`` it becomes Sphinx's ``version`` and ``release``, the MyST substitution
-``{{ book_version }}`` (the landing page's "Citing this book") and the template variable
+``config-inited`` it becomes Sphinx's ``version`` and ``release``, the MyST substitutions
+``{{ book_version }}`` and ``{{ book_bibtex }}`` (the landing page's "Citing this book": the
+BibTeX of this version, from CITATION.cff, by scripts/release.py) and the template variable
 ``book_version``. ``CITATION.cff`` carries the same number and the release date;
 ``scripts/release.py check`` (the release workflow's first job) refuses a tag that disagrees.
 
@@ -15,6 +16,7 @@ link to the "Updates and corrections" page to the footer. The PDF prints it on i
 """
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
@@ -33,12 +35,23 @@ def book_version(folder: Path) -> str:
     return tomllib.loads(path.read_text())["project"]["version"]
 
 
+def bibtex(folder: Path, version: str) -> str:
+    """scripts/release.py's BibTeX of the book at ``version`` (CITATION.cff of ``folder`` when
+    it has one, else of this repository)."""
+    if str(REPOSITORY / "scripts") not in sys.path:
+        sys.path.insert(0, str(REPOSITORY / "scripts"))
+    from release import book_bibtex
+
+    return book_bibtex(folder if (folder / "CITATION.cff").is_file() else REPOSITORY, version)
+
+
 def set_version(app: Sphinx, config) -> None:
     """config-inited: the version everywhere a page or a template can read it."""
     version = book_version(Path(app.srcdir))
     config.version = config.release = version
     config.html_context = {**(config.html_context or {}), "book_version": version}
-    config.myst_substitutions = {**(config.myst_substitutions or {}), "book_version": version}
+    config.myst_substitutions = {**(config.myst_substitutions or {}), "book_version": version,
+                                 "book_bibtex": f"```bibtex\n{bibtex(Path(app.srcdir), version)}\n```"}
     options = config.html_theme_options
     header = list(options.get("article_header_start") or ["toggle-primary-sidebar.html"])
     if HEADER_ITEM not in header:
