@@ -51,7 +51,7 @@ TITLE_PAGE_CSS = """
 .pdf-title-page { break-after: page; text-align: center; padding-top: 30vh; }
 .pdf-title-page h1 { font-size: 2.2em; margin-bottom: 0.6em; }
 .pdf-title-page p { margin: 0.4em 0; }
-.pdf-title-page .pdf-version { font-size: 1.3em; font-weight: 600; margin-top: 2em; }
+.pdf-title-page .pdf-version { font-size: 1.3em; font-weight: 600; margin-bottom: 2em; }
 """
 ADD_TITLE_PAGE = """(html) => {
   const page = document.createElement('div');
@@ -96,11 +96,11 @@ def title_page_html(root: Path = ROOT) -> str:
     version = package_version(root)
     released = cff.get("date-released")
     lines = [f"<h1>{escape(config['title'])}</h1>",
+             f'<p class="pdf-version">Version {escape(version)}'
+             + (f", released {escape(str(released))}" if released else "") + "</p>",
              "<p>The executable companion to <em>Max-Margin Token Selection in Attention "
              "Mechanism</em></p>",
              f"<p>{escape(config['author'])}</p>",
-             f'<p class="pdf-version">Version {escape(version)}'
-             + (f", released {escape(str(released))}" if released else "") + "</p>",
              f"<p>{escape(cff['url'])}</p>"]
     return "\n".join(lines)
 

@@ -8,9 +8,9 @@ BibTeX of this version, from CITATION.cff, by scripts/release.py) and the templa
 ``book_version``. ``CITATION.cff`` carries the same number and the release date;
 ``scripts/release.py check`` (the release workflow's first job) refuses a tag that disagrees.
 
-**Shown on every page.** ``templates/book-version.html`` puts "v0.2.0" in the article header,
+**Shown on every page.** ``templates/book-version.html`` puts "vX.Y.Z" in the article header,
 next to the sidebar toggle, on every page and at every width (the header stays at 390 px where
-the sidebar folds away); ``templates/book-version-footer.html`` adds "Version 0.2.0" with a
+the sidebar folds away); ``templates/book-version-footer.html`` adds "Version X.Y.Z" with a
 link to the "Updates and corrections" page to the footer. The PDF prints it on its title page
 (scripts/make_pdf.py).
 """

@@ -197,3 +197,32 @@ def test_previous_release_is_the_highest_below_this_one(tmp_path):
     assert previous_release(tmp_path, "0.2.1") == ("0.2.0", {"version": "0.2.0"})
     assert previous_release(tmp_path, "0.1.0") is None
     assert previous_release(tmp_path / "none", "0.2.0") is None
+
+
+# ------------------------------------------------------------------------- one version source
+
+def test_one_version_source():
+    """pyproject.toml's version is the only place the version is written: the library reads it
+    (maxmargin.__version__), the site (_ext/booksite/release.py) and the landing page use the
+    substitutions book_version and book_bibtex; no other file repeats the number by hand."""
+    import maxmargin
+
+    v = version()
+    assert maxmargin.__version__ == v
+    for name in ("lib/maxmargin/__init__.py", "_config.yml", "intro.md", "_ext/booksite/release.py",
+                 ".zenodo.json"):
+        assert v not in (ROOT / name).read_text(), f"{name} writes the version {v} by hand"
+    intro = (ROOT / "intro.md").read_text()
+    section = intro[intro.index("## Citing this book"):]
+    assert "{{ book_version }}" in section and "\n{{ book_bibtex }}\n" in section
+
+
+def test_book_bibtex_cites_this_version():
+    """The landing page's BibTeX: this version, CITATION.cff's title, release year and URL."""
+    from release import book_bibtex
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    fields = dict(re.findall(r"^\s+(\w+)\s*=\s*\{(.*)\},?$", book_bibtex(), re.M))
+    assert fields["version"] == version() and fields["title"] == cff["title"]
+    assert fields["year"] == cff["date-released"][:4] and fields["url"] == cff["url"]
+    assert f"releases/tag/v{version()}" in fields["note"]
