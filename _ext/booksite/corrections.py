@@ -464,11 +464,14 @@ def updates_content(app, docname: str) -> list[nodes.Node]:
             f"with. This build prints {printed} glued numbers and {verdicts} verdicts; from the "
             "next release on, this page lists every one of them that changed."))
         return out
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'s' * (n != 1)}"
+
     out.append(_paragraph(
         f"Version {version} against version {previous}, the previous release: "
-        f"{sum(c['kind'] == 'number' for c in changes)} numbers and "
-        f"{sum(c['kind'] == 'verdict' for c in changes)} verdicts changed, were added or were "
-        f"removed, of the {printed} numbers and {verdicts} verdicts this build prints."))
+        f"{count(sum(c['kind'] == 'number' for c in changes), 'number')} and "
+        f"{count(sum(c['kind'] == 'verdict' for c in changes), 'verdict')} changed, were added "
+        f"or were removed, of the {printed} numbers and {verdicts} verdicts this build prints."))
     if not changes:
         out.append(_paragraph("No number and no verdict changed."))
         return out
