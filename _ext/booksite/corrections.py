@@ -36,9 +36,10 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
-from sphinx.util import logging
+from sphinx.util import docname_join, logging
 from sphinx.util.docutils import SphinxDirective
 
 LOGGER = logging.getLogger(__name__)
@@ -204,6 +205,11 @@ def _segments(node: nodes.Node) -> list:
         if isinstance(child, nodes.inline) and GLUE_CLASS in child["classes"]:
             out.append({"chapter": child["glue_chapter"], "key": child["glue_key"],
                         "format": child["glue_format"], "anchor": child["ids"][0]})
+        elif isinstance(child, addnodes.pending_xref) and child.get("reftype") == "doc" \
+                and not child.get("refexplicit"):      # {doc}`page`: its title, known later
+            target = child["reftarget"]
+            out.append({"doc": target[1:] if target.startswith("/")
+                        else docname_join(child.get("refdoc", ""), target)})
         elif isinstance(child, nodes.Text):
             out.append(child.astext())
         elif isinstance(child, (nodes.entry,)):
@@ -316,8 +322,8 @@ def build_record(app: Sphinx, env) -> dict:
             return None, raw
 
     def render(segments: list) -> list[str]:
-        return [s if isinstance(s, str) else (value(s["chapter"], s["key"], s["format"])[0]
-                                              or "?") for s in segments]
+        return [s if isinstance(s, str) else _title(env, s["doc"]) if "doc" in s
+                else (value(s["chapter"], s["key"], s["format"])[0] or "?") for s in segments]
 
     order = {name: i for i, name in enumerate(_toc_order(app))}
     pages = sorted(set(getattr(env, ENV_NUMBERS, {})) | set(getattr(env, ENV_VERDICTS, {})),
@@ -330,7 +336,7 @@ def build_record(app: Sphinx, env) -> dict:
                 continue
             parts = render(item["context"])
             marker = next(i for i, s in enumerate(item["context"])
-                          if isinstance(s, dict) and s["anchor"] == item["anchor"])
+                          if isinstance(s, dict) and s.get("anchor") == item["anchor"])
             context = " ".join("".join(parts).split()) if item["row"] else _sentence(parts, marker)
             numbers.append({"chapter": item["chapter"], "key": item["key"],
                             "format": item["format"], "text": text, "raw": raw, "page": page,

@@ -29,8 +29,8 @@ glue("cos", {cos!r}, display=False)
 glue("slack", 0.5, display=False)
 ```
 
-Of the runs, {{glue:text}}`trapped:d` are trapped. The cosine is {{glue:text}}`cos:.4f` and the
-slack {{glue:text}}`slack:.2f`.
+Of the runs, {{glue:text}}`trapped:d` are trapped (see {{doc}}`appendix`). The cosine is
+{{glue:text}}`cos:.4f` and the slack {{glue:text}}`slack:.2f`.
 """
 # The appendix quotes both numbers in a table with a Status column; version 2 plants one
 # changed verdict.
@@ -82,7 +82,7 @@ def test_updates_page_lists_exactly_the_planted_changes(tmp_path, vendor):
         {("chapters/appendix", k) for k in ("trapped", "cos")}, sorted(printed)
     count = printed["chapters/01-counts", "trapped"]
     assert (count["chapter"], count["text"], count["raw"]) == ("chapters/01-counts", "51", "51")
-    assert count["context"] == "Of the runs, 51 are trapped.", count["context"]
+    assert count["context"] == "Of the runs, 51 are trapped (see Reproduction).", count["context"]
     assert printed["chapters/01-counts", "cos"]["text"] == "0.1234"
     assert printed["chapters/appendix", "trapped"]["context"] == \
         "the trap count | 51 runs | reproduced"
@@ -113,7 +113,8 @@ def test_updates_page_lists_exactly_the_planted_changes(tmp_path, vendor):
     text = page.read_text()
     assert "first release" not in text and "against version 0.1.0" in text
     assert "1 verdict changed" in text, "a changed verdict must stand out in its own box"
-    link = re.search(r'href="([^"]+)"[^>]*>\s*Of the runs, 39 are trapped\.', text)
+    link = re.search(r'href="([^"]+)"[^>]*>\s*Of the runs, 39 are trapped \(see Reproduction\)\.',
+                     text)
     assert link and link.group(1) == "chapters/01-counts.html#num-trapped", link
     assert 'id="num-trapped"' in (second.html / "chapters" / "01-counts.html").read_text()
     assert 'v0.2.0' in (second.html / "chapters" / "01-counts.html").read_text()
