@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -63,6 +64,13 @@ class BookIndex:
         # the published site (html: baseurl), where pages without a notebook are read
         self.site_url = (config.get("html") or {}).get("baseurl", "").rstrip("/")
         self.substitutions = dict((config.get("parse") or {}).get("myst_substitutions") or {})
+        if (root / "pyproject.toml").is_file():   # as _ext/booksite/release.py adds it
+            project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+            self.substitutions.setdefault("book_version", project["version"])
+        if (root / "CITATION.cff").is_file():
+            from release import book_bibtex
+
+            self.substitutions.setdefault("book_bibtex", f"```bibtex\n{book_bibtex(root)}\n```")
         for docname in toc_docnames(root):
             self.add_page(docname, source_path(docname, root).read_text(encoding="utf8"))
 

@@ -516,13 +516,15 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 def read_config(root: Path = ROOT) -> dict:
     """What the install cell needs: the repository URL and branch (``_config.yml``), the pins
-    of what a reader's notebook runs (the library and its ``book`` extra, ``constraints.txt``)."""
+    of what a reader's notebook runs (the library and its ``book`` extra, ``constraints.txt``),
+    the book's title and version (the notebook says which version of the book it is)."""
     config = yaml.safe_load((root / "_config.yml").read_text())
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     pins = reader_pins(root)
     return {"repo_url": config["repository"]["url"].rstrip("/"),
             "branch": config["repository"].get("branch", "main"),
-            "pins": pins, "name": project["name"]}
+            "pins": pins, "name": project["name"], "title": config.get("title", ""),
+            "version": project["version"]}
 
 
 def install_cell(config: dict) -> nbformat.NotebookNode:
@@ -541,6 +543,7 @@ def install_cell(config: dict) -> nbformat.NotebookNode:
     items = [f'"{module}": "{pin}",' for module, pin in colab]
     pins = "\n".join(" " * 12 + " ".join(items[k:k + 2]) for k in range(0, len(items), 2))
     source = f'''\
+# {config['title']}, version {config['version']} of the book.
 # Installs the book's library if it is missing (Colab, a plain Jupyter);
 # does nothing where it is installed (a clone of the repository, Binder).
 import importlib.util

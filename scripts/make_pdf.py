@@ -7,7 +7,8 @@ macros of _config.yml), the figures are the executed outputs, sphinx-proof's box
 equation and figure numbers are Sphinx's, and no TeX distribution (about 1 GB of Debian
 packages) is needed. Before printing, the site's chrome (sidebars, header buttons, search) is
 hidden, the collapsed solutions are opened (an answer key, in place after each exercise) or,
-with ``--no-solutions``, removed (the exercises and their checks stay).
+with ``--no-solutions``, removed (the exercises and their checks stay), and a title page is put
+first: the book's title, authors, version (pyproject.toml's) and release date (CITATION.cff's).
 
 The pages' outputs come from the chapter stage's saved runs when they are current
 (scripts/executed.py), so `make test-chapters` then `make pdf` executes nothing; otherwise the
@@ -24,7 +25,9 @@ import threading
 from pathlib import Path
 
 import executed
+import yaml
 from bookutils import ROOT, chapter_notebooks, toc_docnames
+from release import package_version
 
 OUT = ROOT / "_build" / "pdf" / "maxmargin-book.pdf"
 SOURCE = ROOT / "_build" / "singlehtml"
@@ -44,6 +47,18 @@ span[id^="document-"] + section { break-before: page; }   /* each page of the bo
 pre { white-space: pre-wrap !important; overflow-wrap: anywhere; font-size: 0.78em !important; }
 """
 NO_SOLUTIONS_CSS = ".solution { display: none !important; }"
+TITLE_PAGE_CSS = """
+.pdf-title-page { break-after: page; text-align: center; padding-top: 30vh; }
+.pdf-title-page h1 { font-size: 2.2em; margin-bottom: 0.6em; }
+.pdf-title-page p { margin: 0.4em 0; }
+.pdf-title-page .pdf-version { font-size: 1.3em; font-weight: 600; margin-bottom: 2em; }
+"""
+ADD_TITLE_PAGE = """(html) => {
+  const page = document.createElement('div');
+  page.className = 'pdf-title-page';
+  page.innerHTML = html;
+  document.body.prepend(page);
+}"""
 OPEN_ALL = """() => {
   document.querySelectorAll('details').forEach(d => { d.open = true; });
   document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
@@ -72,6 +87,24 @@ def build_single_page(out: Path = SOURCE) -> None:
         raise SystemExit(f"the single-page build wrote no {out / ROOT_PAGE}.html")
 
 
+def title_page_html(root: Path = ROOT) -> str:
+    """The PDF's title page: title, subtitle, authors, version and release date, site URL."""
+    from html import escape
+
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    cff = yaml.safe_load((root / "CITATION.cff").read_text())
+    version = package_version(root)
+    released = cff.get("date-released")
+    lines = [f"<h1>{escape(config['title'])}</h1>",
+             f'<p class="pdf-version">Version {escape(version)}'
+             + (f", released {escape(str(released))}" if released else "") + "</p>",
+             "<p>The executable companion to <em>Max-Margin Token Selection in Attention "
+             "Mechanism</em></p>",
+             f"<p>{escape(config['author'])}</p>",
+             f"<p>{escape(cff['url'])}</p>"]
+    return "\n".join(lines)
+
+
 def print_pdf(source: Path, out: Path, *, solutions: bool) -> None:
     """Print the single page of ``source`` to ``out`` with Chromium, A4, math typeset first."""
     from playwright.sync_api import sync_playwright
@@ -90,7 +123,9 @@ def print_pdf(source: Path, out: Path, *, solutions: bool) -> None:
             page.goto(f"http://127.0.0.1:{server.server_address[1]}/{ROOT_PAGE}.html",
                       wait_until="load")
             page.evaluate(WAIT_FOR_MATH)
-            page.add_style_tag(content=PRINT_CSS + ("" if solutions else NO_SOLUTIONS_CSS))
+            page.add_style_tag(content=PRINT_CSS + TITLE_PAGE_CSS
+                               + ("" if solutions else NO_SOLUTIONS_CSS))
+            page.evaluate(ADD_TITLE_PAGE, title_page_html())
             page.evaluate(OPEN_ALL)
             page.emulate_media(media="print")
             page.evaluate(WAIT_FOR_MATH)

@@ -16,16 +16,21 @@ One module per concern; each module's docstring says what it does and why:
 * :mod:`booksite.pdf` -- the single-page build that `make pdf` prints.
 * :mod:`booksite.launch` -- the exported plain notebooks published with the site
   (``notebooks/``); the .ipynb download, Binder, JupyterHub and Colab buttons hand them out.
+* :mod:`booksite.release` -- the book's version (pyproject.toml's) on every page.
+* :mod:`booksite.corrections` -- the record of every printed number and verdict
+  (``_build/html/_static/numbers.json``) and the "Updates and corrections" page against the previous release.
 """
 from __future__ import annotations
 
 from sphinx.application import Sphinx
 
 from .apidoc import docstring_sections
+from .corrections import setup_corrections
 from .failures import report_failures
 from .kernels import quiet_kernels
 from .launch import launch_exported_notebooks, publish_notebooks
 from .pdf import html_writers_for_singlehtml
+from .release import set_version
 from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
                     palette_images, search_page_assets)
 from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
@@ -40,6 +45,8 @@ def setup(app: Sphinx) -> dict:
     app.add_post_transform(ChapterTimesTransform)
     app.connect("env-updated", pages_with_times)
     app.connect("config-inited", add_templates)
+    app.connect("config-inited", set_version)
+    setup_corrections(app)
     app.connect("builder-inited", add_static)
     app.connect("builder-inited", html_writers_for_singlehtml)
     app.add_css_file("booksite.css")

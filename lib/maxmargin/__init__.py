@@ -41,7 +41,26 @@ from .train import (
 )
 from .traps import TrapSet, trap_sets
 
-__version__ = "0.1.0"
+
+
+def _package_version() -> str:
+    """pyproject.toml's version in a source checkout (its one source), else the installed one."""
+    import tomllib
+    from importlib import metadata
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    if source.is_file():
+        project = tomllib.loads(source.read_text()).get("project", {})
+        if project.get("name") == "maxmargin":
+            return project["version"]
+    try:
+        return metadata.version("maxmargin")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+__version__ = _package_version()
 
 del annotations  # the __future__ feature, not a name of the library
 

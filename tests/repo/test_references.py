@@ -42,6 +42,8 @@ EXTERNAL = {
     "scripts/fontawesome.js": "the same script, as the theme's template names it",
     "sphinx_book_theme/layout.html": "the theme's template that _ext/templates/layout.html extends",
     "nbgrader_config.py": "nbgrader's settings in an instructor's course folder (teaching page)",
+    "numbers.json": "a build's record of its numbers and verdicts, _build/html/_static/numbers.json, "
+                    "kept per release as releases/<version>/numbers.json (none before 0.2.0)",
 }
 # Not scanned: vendored third-party text.
 SKIP = {"LICENSE-CONTENT", "tests/repo/data/cff-1.2.0.schema.json"}

@@ -142,8 +142,9 @@ def pytest_collection_modifyitems(items):
     built, so neither worker waits for it)."""
     def rank(item) -> int:
         name = item.path.name
+        tiny = ("test_tiny_books.py", "test_corrections.py")
         return (0 if name in BOOK_FILES else 1 if name == "test_course.py"
-                else 2 if name == "test_tiny_books.py" else 4 if name == BROWSER_FILE else 3)
+                else 2 if name in tiny else 4 if name == BROWSER_FILE else 3)
 
     here = Path(__file__).parent
     slots = [i for i, item in enumerate(items) if item.path.is_relative_to(here)]

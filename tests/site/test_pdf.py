@@ -57,6 +57,23 @@ def index():
     return book_index(ROOT)
 
 
+def test_title_page_gives_the_version(pdfs):
+    """The first page is the title page: the book's title and "Version X.Y.Z, released DATE"
+    with pyproject.toml's version and CITATION.cff's date, at its top."""
+    import tomllib
+
+    import yaml
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    released = yaml.safe_load((ROOT / "CITATION.cff").read_text())["date-released"]
+    title = yaml.safe_load((ROOT / "_config.yml").read_text())["title"]
+    for name in ("full", "no-solutions"):
+        _, text, openings, _ = pdfs[name]
+        first = openings[0]
+        assert first.startswith(title), first
+        assert f"Version {version}, released {released}" in first, first
+
+
 def test_every_chapter_box_and_figure_is_in_the_pdf(pdfs):
     """Every page of the toc starts a PDF page with its title (the contents list alone would
     not do), every numbered box and exercise ("Definition 2.3") and figure number ("Fig.
