@@ -685,6 +685,19 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
+def _check_iterate(p, k, m, b0, lanes, out, d, L):
+    """out.failed[m, b0 + l] = k for a real lane whose iterate p (d * L,) left float64 in the
+    update of step k (as the torch loop refuses it there, the last update included), unless an
+    earlier step already failed."""
+    for l in range(lanes):
+        seen = 0.0
+        for e in range(d):
+            seen += p[e * L + l] * 0.0      # NaN once an entry is inf or NaN
+        if not np.isfinite(seen) and out.failed[m, b0 + l] < 0:
+            out.failed[m, b0 + l] = k
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _update(a, run, d, L):
     """p -= lr g, or lr g / (|g| + eps) under normalized GD: where g^2 underflows |g| is taken
     as c |g / c| with c the largest entry, where it overflows (marked -2) the step as
@@ -763,6 +776,9 @@ def _build(L: int):
                         _record_sequence(out, r, m, b0, lanes, i, prob.tracked[m, i], a, T, run.loss, n,
                                          L)
                     if last:
+                        for l in range(lanes):      # logits of the last iterate beyond float64
+                            if not np.isfinite(a.z[l]) and out.failed[m, b0 + l] < 0:
+                                out.failed[m, b0 + l] = k
                         for l in range(lanes if out.final.shape[0] else 0):
                             for t in range(T):
                                 out.final[m, b0 + l, i, t] = a.s[t * L + l]
@@ -778,6 +794,7 @@ def _build(L: int):
                     break
                 _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L)
                 _update(a, run, d, L)
+                _check_iterate(a.p, k, m, b0, lanes, out, d, L)
 
     return descend
 

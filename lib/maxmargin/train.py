@@ -575,6 +575,8 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 risks[r] = _torch_risk(margin.reshape(M, n, B), loss)
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
                 break
             weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
             if weights is None:
@@ -618,7 +620,7 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
     """
     low = float(np.min(gamma))
     top = float(np.max(np.abs(gamma)))
-    bound = (np.log10(2.0 * top) + sum(np.log10(size) for size in sizes)
+    bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
              if top > 0 and all(size > 0 for size in sizes) else -np.inf)
     if EXPONENTIAL.same_function(loss) and low < -700.0:
         cause = (f"the exponential loss's derivative exp(-z) overflows for margins z below "
