@@ -61,6 +61,13 @@ _FASTMATH = {"contract"}               # fused multiply-add only: no reassociati
 # largest entry where it is > 0), and a NaN would be caught by the checks of the results.
 
 
+def kernel_array(a, dtype=np.float64) -> np.ndarray:
+    """``a`` as the kernels take every array: C-contiguous, writable, of ``dtype`` (a copy only
+    when it is not). A read-only or strided array is another numba type: the kernel would be
+    compiled again for it (40-125 s), without the SLP vectorizer that :func:`ready` turns on."""
+    return np.require(a, dtype, ("C", "W"))
+
+
 @intrinsic
 def _as_int(typingctx, x):
     """The bits of a float64 as an int64 (an LLVM bitcast: no instruction)."""

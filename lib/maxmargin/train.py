@@ -448,9 +448,10 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     P0 = _padded_starts(P, lanes)
     out = _compiled.empty_records(len(record), M, B, n, T, d,  # the real starts only
                                   attention=attention, path=path)
-    prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
-                             np.ascontiguousarray(tracked, dtype=np.int64))
-    run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
+    array = _compiled.kernel_array   # every array as ready() compiled for: no new specialization
+    prob = _compiled.Problem(array(K), array(gamma), array(tracked, np.int64))
+    run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps,
+                             array(record, np.int64))
     _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
     failed = out.failed
     if np.any(failed >= 0):
@@ -528,12 +529,13 @@ def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, e
     kernel = _compiled.descend_joint_wide if lanes == _compiled.WIDE else _compiled.descend_joint
     V0, P0 = _padded_starts(V, lanes), _padded_starts(P, lanes)
     out = _compiled.empty_joint_records(len(record), B, n, d)   # the real starts only
-    prob = _compiled.JointProblem(np.ascontiguousarray(Y[:, None, None] * X),  # exact
-                                  np.ascontiguousarray(K),
+    array = _compiled.kernel_array   # every array as ready_joint() compiled for
+    prob = _compiled.JointProblem(array(Y[:, None, None] * X),  # exact
+                                  array(K),
                                   np.zeros(n, dtype=np.int64) if tracked is None
-                                  else np.ascontiguousarray(tracked, dtype=np.int64))
+                                  else array(tracked, np.int64))
     run = _compiled.JointSettings(steps, lr, _loss_code(loss), bool(normalized), eps_v, eps_p,
-                                  record, tracked is not None)
+                                  array(record, np.int64), tracked is not None)
     _run_blocks(kernel, P0.shape[0] // lanes, prob, V0, P0, run, out)
     if np.any(out.failed >= 0):
         del out
