@@ -925,7 +925,7 @@ class _JointLanes(NamedTuple):
     nv: np.ndarray       # (L,) |grad_v|^2, then the normalization (see _update)
     np_: np.ndarray      # (L,) the same for grad_p
     seen: np.ndarray     # (L,) sum of 0 * (margins, slopes): NaN once one is not finite
-    risk: np.ndarray     # (L,) sum of the losses at a recorded step
+    risk: np.ndarray     # (L,) sum of loss / n at a recorded step (the risk)
     prob: np.ndarray     # (L,) sum of expit(z)
 
 
@@ -1060,7 +1060,8 @@ def _build_joint(L: int):
                     _attend_scores(a.gamma, a.s, a.top, a.ref, a.offset, a.z, T, L)
                     if held:
                         for l in range(lanes):
-                            a.risk[l] += _loss_value(run.loss, a.z[l])
+                            # each loss / n, as gd's kernel: their sum may overflow
+                            a.risk[l] += _loss_value(run.loss, a.z[l]) / n
                             a.prob[l] += 1.0 / (1.0 + np.exp(-a.z[l]))
                         if run.track:
                             tr = prob.tracked[i]
@@ -1080,7 +1081,7 @@ def _build_joint(L: int):
                         for e in range(d):
                             out.v[r, b0 + l, e] = a.v[e * L + l]
                             out.p[r, b0 + l, e] = a.p[e * L + l]
-                        out.risk[r, b0 + l] = a.risk[l] / n
+                        out.risk[r, b0 + l] = a.risk[l]
                         out.probability[r, b0 + l] = a.prob[l] / n
                     r += 1
                 if not last:

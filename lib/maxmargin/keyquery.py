@@ -469,8 +469,7 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
             K = K_next
             if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
                 raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
-    with np.errstate(over="ignore"):
-        risks = np.mean(loss.value(margins), axis=1)
+    risks = _risk_of(margins, loss)                          # (R, M): mean over n
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
                         _readonly(record))
 

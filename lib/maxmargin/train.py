@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss
+from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss, rounded_mean
 from .model import _softmax
 from .problem import Problem, keyed, problem, stacked
 
@@ -574,7 +574,7 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 if attention:
                     on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
                     off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
-                risks[r] = _torch_risk(margin.reshape(M, n, B), loss)
+                risks[r] = _risk_of(margin.reshape(M, n, B), loss)
                 r += 1
             if k == steps:
                 if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
@@ -1090,19 +1090,15 @@ def _queries_shared(given, Z: np.ndarray) -> bool:
     return np.ndim(given) == 1 or bool(np.all(Z == Z[:1]))
 
 
-def _risk_of(margin: torch.Tensor, loss: Loss) -> np.ndarray:
-    """(..., B) the risk, the mean loss over the sequences, of margins (..., n, B): computed at
-    each record from the (n, B) margins of that step, so no (R, n, B) margins are kept."""
-    # l(z) beyond float64 is inf, its rounded value; NaN margins (logits of a start beyond
-    # float64) are refused right after, by the gradient's check, with the cause named
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.mean(loss.value(margin.numpy()), axis=-2)
-
-
-def _torch_risk(margin: torch.Tensor, loss: Loss) -> np.ndarray:
-    """(M, B) the risks of margins (M, n, B), from the loss's torch formula (the torch engine's
-    record of one step; the compiled engine sums the same numpy formula per sequence)."""
-    return np.mean(loss.torch_value(margin).numpy(), axis=1)
+def _risk_of(margin, loss: Loss) -> np.ndarray:
+    """(..., B) the risk, the mean loss over the sequences, of margins (..., n, B) (a tensor or
+    an array): computed at each record from the (n, B) margins of that step, so no (R, n, B)
+    margins are kept. The one recorder of every torch loop, the risk of ``mm.risk``
+    (:func:`~maxmargin.losses.rounded_mean`): finite wherever the mean is, though the sum of
+    the losses, or one loss, may overflow; inf beyond float64; NaN margins (logits of a start
+    beyond float64) give NaN, refused right after by the gradient's check with the cause named."""
+    values = margin.numpy() if isinstance(margin, torch.Tensor) else margin
+    return rounded_mean(loss, values, axis=-2)
 
 
 def _settings(steps, lr, loss, **eps) -> tuple:
