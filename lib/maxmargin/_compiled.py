@@ -62,6 +62,13 @@ _FASTMATH = {"contract"}               # fused multiply-add only: no reassociati
 # largest entry where it is > 0), and a NaN would be caught by the checks of the results.
 
 
+def kernel_array(a, dtype=np.float64) -> np.ndarray:
+    """``a`` as the kernels take every array: C-contiguous, writable, of ``dtype`` (a copy only
+    when it is not). A read-only or strided array is another numba type: the kernel would be
+    compiled again for it (40-125 s), without the SLP vectorizer that :func:`ready` turns on."""
+    return np.require(a, dtype, ("C", "W"))
+
+
 @intrinsic
 def _as_int(typingctx, x):
     """The bits of a float64 as an int64 (an LLVM bitcast: no instruction)."""
@@ -776,6 +783,19 @@ def _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L):
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
+def _check_iterate(p, k, m, b0, lanes, out, d, L):
+    """out.failed[m, b0 + l] = k for a real lane whose iterate p (d * L,) left float64 in the
+    update of step k (as the torch loop refuses it there, the last update included), unless an
+    earlier step already failed."""
+    for l in range(lanes):
+        seen = 0.0
+        for e in range(d):
+            seen += p[e * L + l] * 0.0      # NaN once an entry is inf or NaN
+        if not np.isfinite(seen) and out.failed[m, b0 + l] < 0:
+            out.failed[m, b0 + l] = k
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _update(a, run, d, L):
     """p -= lr g, or lr g / (|g| + eps) under normalized GD: where g^2 underflows |g| is taken
     as c |g / c| with c the largest entry, where it overflows (marked -2) the step as
@@ -854,6 +874,9 @@ def _build(L: int):
                         _record_sequence(out, r, m, b0, lanes, i, prob.tracked[m, i], a, T, run.loss, n,
                                          L)
                     if last:
+                        for l in range(lanes):      # logits of the last iterate beyond float64
+                            if not np.isfinite(a.z[l]) and out.failed[m, b0 + l] < 0:
+                                out.failed[m, b0 + l] = k
                         for l in range(lanes if out.final.shape[0] else 0):
                             for t in range(T):
                                 out.final[m, b0 + l, i, t] = a.s[t * L + l]
@@ -869,6 +892,7 @@ def _build(L: int):
                     break
                 _guard_overflow(Km, gm, a, k, m, b0, run, out, n, T, d, L)
                 _update(a, run, d, L)
+                _check_iterate(a.p, k, m, b0, lanes, out, d, L)
 
     return descend
 
@@ -992,7 +1016,7 @@ class _JointLanes(NamedTuple):
     nv: np.ndarray       # (L,) |grad_v|^2, then the normalization (see _update)
     np_: np.ndarray      # (L,) the same for grad_p
     seen: np.ndarray     # (L,) sum of 0 * (margins, slopes): NaN once one is not finite
-    risk: np.ndarray     # (L,) sum of the losses at a recorded step
+    risk: np.ndarray     # (L,) sum of loss / n at a recorded step (the risk)
     prob: np.ndarray     # (L,) sum of expit(z)
 
 
@@ -1127,7 +1151,8 @@ def _build_joint(L: int):
                     _attend_scores(a.gamma, a.s, a.top, a.ref, a.offset, a.z, T, L)
                     if held:
                         for l in range(lanes):
-                            a.risk[l] += _loss_value(run.loss, a.z[l])
+                            # each loss / n, as gd's kernel: their sum may overflow
+                            a.risk[l] += _loss_value(run.loss, a.z[l]) / n
                             a.prob[l] += 1.0 / (1.0 + np.exp(-a.z[l]))
                         if run.track:
                             tr = prob.tracked[i]
@@ -1147,7 +1172,7 @@ def _build_joint(L: int):
                         for e in range(d):
                             out.v[r, b0 + l, e] = a.v[e * L + l]
                             out.p[r, b0 + l, e] = a.p[e * L + l]
-                        out.risk[r, b0 + l] = a.risk[l] / n
+                        out.risk[r, b0 + l] = a.risk[l]
                         out.probability[r, b0 + l] = a.prob[l] / n
                     r += 1
                 if not last:

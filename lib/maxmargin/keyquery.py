@@ -234,13 +234,13 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
     lanes = _block_lanes(B, 1, _TWO_LANE_COSTS)   # (B = 16 on two threads: two blocks of 8)
     kernel = _compiled.descend_kq_wide if lanes == _compiled.WIDE else _compiled.descend_kq
     out = _compiled.empty_kq_records(len(record), B, d, m)   # the real starts only
-    run = _compiled.KQSettings(steps, lr, _loss_code(loss), bool(normalized), eps, record, pp,
+    run = _compiled.KQSettings(steps, lr, _loss_code(loss), bool(normalized), eps,
+                               _compiled.kernel_array(record, np.int64), pp,
                                float(np.sqrt(pp)), _largest(p))
     q0 = np.einsum("bdm,d->bm", Q0, p)                         # q = Q^T p
-    # C-contiguous and writable, as the arrays ready_kq() compiled for: a read-only array (a
-    # broadcast query) is another numba type, compiled again without the SLP vectorizer
-    X, gamma, p, K0, Q0, q0 = (np.require(a, np.float64, ("C", "W"))
-                               for a in (X, gamma, p, K0, Q0, q0))
+    # every array as ready_kq() compiled for (a read-only one, e.g. a broadcast query, is another
+    # numba type, compiled again without the SLP vectorizer)
+    X, gamma, p, K0, Q0, q0 = (_compiled.kernel_array(a) for a in (X, gamma, p, K0, Q0, q0))
     _run_blocks(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, run, out)
     if np.any(out.marked):
         return None
@@ -531,8 +531,7 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
             K = K_next
             if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
                 raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
-    with np.errstate(over="ignore"):
-        risks = np.mean(loss.value(margins), axis=1)
+    risks = _risk_of(margins, loss)                          # (R, M): mean over n
     return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
                         _readonly(record))
 

@@ -127,36 +127,54 @@ def get_loss(loss: str | Loss) -> Loss:
     return LOSSES[loss]
 
 
-def mean_loss(loss: Loss, margins, *, axis: int = 0, blame: str = "v") -> np.ndarray:
-    """The mean of l(margins) along ``axis``, finite whenever the mean is representable.
+def rounded_mean(loss: Loss, margins, *, axis: int = 0) -> np.ndarray:
+    """The mean of l(margins) along ``axis``, rounded to float64: finite wherever the mean is
+    representable, inf where it is beyond float64, NaN for NaN margins. Never raises.
 
     Each value l(x) may overflow (exp(-x) beyond x = -709.8) while the mean does not, and a sum of
-    finite values may overflow while their mean does not: the mean is rescaled by the largest
-    value, or taken in the log domain with ``loss.log_value``. A mean beyond float64 raises a
-    ValueError naming ``blame`` (the argument whose scale sets the margins).
+    finite values may overflow while their mean does not: where the plain mean is not finite it
+    is rescaled by the largest value, or taken in the log domain with ``loss.log_value``. The one
+    risk of the library: :func:`mean_loss` (``mm.risk``) and every trainer's recorded risk.
     """
     x = np.asarray(margins, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         values = loss.value(x)
-        mean = np.mean(values, axis=axis)
-    if np.all(np.isfinite(mean)):
-        return mean
-    if np.all(np.isfinite(values)):  # the sum overflowed: divide by the largest value first
+        mean = np.asarray(np.mean(values, axis=axis))
+        if np.all(np.isfinite(mean)):
+            return mean
+        bad = ~np.isfinite(mean)
+        # the sum of finite values overflowed: divide by the largest value first
         top = np.max(np.abs(values), axis=axis, keepdims=True)
-        top = np.where(top > 0, top, 1.0)
-        mean = np.squeeze(top, axis=axis) * np.mean(values / top, axis=axis)
-    elif loss.log_value is not None:
+        top = np.where((top > 0) & np.isfinite(top), top, 1.0)
+        scaled = np.squeeze(top, axis=axis) * np.mean(values / top, axis=axis)
+        mean = np.where(bad & np.isfinite(scaled), scaled, mean)
+        if loss.log_value is not None and not np.all(np.isfinite(mean)):
+            mean = np.where(np.isfinite(mean), mean, np.exp(_log_mean(loss, x, axis)))
+    return mean
+
+
+def _log_mean(loss: Loss, x: np.ndarray, axis: int) -> np.ndarray:
+    """log of the mean of l(x) along ``axis``, from ``loss.log_value`` (no overflow)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         logs = loss.log_value(x)
         top = np.max(logs, axis=axis, keepdims=True)
-        log_mean = np.squeeze(top, axis=axis) + np.log(np.mean(np.exp(logs - top), axis=axis))
-        with np.errstate(over="ignore"):
-            mean = np.exp(log_mean)
-        if not np.all(np.isfinite(mean)):
-            worst = float(np.max(log_mean)) / np.log(10.0)
-            raise ValueError(f"{blame}: with the {loss.name} loss the risk is about 10^{worst:.0f}, "
-                             f"beyond float64 (at most 1.8e308); scale {blame} or X down, or use "
-                             f"loss='logistic'")
-    if not np.all(np.isfinite(mean)):
-        raise ValueError(f"{blame}: the mean {loss.name} loss is not representable in float64; "
-                         f"scale {blame} or X down")
-    return mean
+        top = np.where(np.isfinite(top), top, 0.0)
+        return np.squeeze(top, axis=axis) + np.log(np.mean(np.exp(logs - top), axis=axis))
+
+
+def mean_loss(loss: Loss, margins, *, axis: int = 0, blame: str = "v") -> np.ndarray:
+    """The mean of l(margins) along ``axis`` (:func:`rounded_mean`), finite whenever the mean is
+    representable; a mean beyond float64 raises a ValueError naming ``blame`` (the argument
+    whose scale sets the margins).
+    """
+    x = np.asarray(margins, dtype=np.float64)
+    mean = rounded_mean(loss, x, axis=axis)
+    if np.all(np.isfinite(mean)):
+        return mean
+    if loss.log_value is not None and not np.any(np.isnan(x)):
+        worst = float(np.max(_log_mean(loss, x, axis))) / np.log(10.0)
+        raise ValueError(f"{blame}: with the {loss.name} loss the risk is about 10^{worst:.0f}, "
+                         f"beyond float64 (at most 1.8e308); scale {blame} or X down, or use "
+                         f"loss='logistic'")
+    raise ValueError(f"{blame}: the mean {loss.name} loss is not representable in float64; "
+                     f"scale {blame} or X down")

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss
+from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss, rounded_mean
 from .model import _softmax
 from .problem import Problem, keyed, problem, stacked
 
@@ -448,9 +448,10 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     P0 = _padded_starts(P, lanes)
     out = _compiled.empty_records(len(record), M, B, n, T, d,  # the real starts only
                                   attention=attention, path=path)
-    prob = _compiled.Problem(np.ascontiguousarray(K), np.ascontiguousarray(gamma),
-                             np.ascontiguousarray(tracked, dtype=np.int64))
-    run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps, record)
+    array = _compiled.kernel_array   # every array as ready() compiled for: no new specialization
+    prob = _compiled.Problem(array(K), array(gamma), array(tracked, np.int64))
+    run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps,
+                             array(record, np.int64))
     _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
     failed = out.failed
     if np.any(failed >= 0):
@@ -528,12 +529,13 @@ def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, e
     kernel = _compiled.descend_joint_wide if lanes == _compiled.WIDE else _compiled.descend_joint
     V0, P0 = _padded_starts(V, lanes), _padded_starts(P, lanes)
     out = _compiled.empty_joint_records(len(record), B, n, d)   # the real starts only
-    prob = _compiled.JointProblem(np.ascontiguousarray(Y[:, None, None] * X),  # exact
-                                  np.ascontiguousarray(K),
+    array = _compiled.kernel_array   # every array as ready_joint() compiled for
+    prob = _compiled.JointProblem(array(Y[:, None, None] * X),  # exact
+                                  array(K),
                                   np.zeros(n, dtype=np.int64) if tracked is None
-                                  else np.ascontiguousarray(tracked, dtype=np.int64))
+                                  else array(tracked, np.int64))
     run = _compiled.JointSettings(steps, lr, _loss_code(loss), bool(normalized), eps_v, eps_p,
-                                  record, tracked is not None)
+                                  array(record, np.int64), tracked is not None)
     _run_blocks(kernel, P0.shape[0] // lanes, prob, V0, P0, run, out)
     if np.any(out.failed >= 0):
         del out
@@ -572,9 +574,11 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 if attention:
                     on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
                     off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
-                risks[r] = _torch_risk(margin.reshape(M, n, B), loss)
+                risks[r] = _risk_of(margin.reshape(M, n, B), loss)
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
                 break
             weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
             if weights is None:
@@ -619,7 +623,7 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
     """
     low = float(np.min(gamma))
     top = float(np.max(np.abs(gamma)))
-    bound = (np.log10(2.0 * top) + sum(np.log10(size) for size in sizes)
+    bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
              if top > 0 and all(size > 0 for size in sizes) else -np.inf)
     if EXPONENTIAL.same_function(loss) and low < -700.0:
         cause = (f"the exponential loss's derivative exp(-z) overflows for margins z below "
@@ -1106,19 +1110,15 @@ def _queries_shared(given, Z: np.ndarray) -> bool:
     return np.ndim(given) == 1 or bool(np.all(Z == Z[:1]))
 
 
-def _risk_of(margin: torch.Tensor, loss: Loss) -> np.ndarray:
-    """(..., B) the risk, the mean loss over the sequences, of margins (..., n, B): computed at
-    each record from the (n, B) margins of that step, so no (R, n, B) margins are kept."""
-    # l(z) beyond float64 is inf, its rounded value; NaN margins (logits of a start beyond
-    # float64) are refused right after, by the gradient's check, with the cause named
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.mean(loss.value(margin.numpy()), axis=-2)
-
-
-def _torch_risk(margin: torch.Tensor, loss: Loss) -> np.ndarray:
-    """(M, B) the risks of margins (M, n, B), from the loss's torch formula (the torch engine's
-    record of one step; the compiled engine sums the same numpy formula per sequence)."""
-    return np.mean(loss.torch_value(margin).numpy(), axis=1)
+def _risk_of(margin, loss: Loss) -> np.ndarray:
+    """(..., B) the risk, the mean loss over the sequences, of margins (..., n, B) (a tensor or
+    an array): computed at each record from the (n, B) margins of that step, so no (R, n, B)
+    margins are kept. The one recorder of every torch loop, the risk of ``mm.risk``
+    (:func:`~maxmargin.losses.rounded_mean`): finite wherever the mean is, though the sum of
+    the losses, or one loss, may overflow; inf beyond float64; NaN margins (logits of a start
+    beyond float64) give NaN, refused right after by the gradient's check with the cause named."""
+    values = margin.numpy() if isinstance(margin, torch.Tensor) else margin
+    return rounded_mean(loss, values, axis=-2)
 
 
 def _settings(steps, lr, loss, **eps) -> tuple:
