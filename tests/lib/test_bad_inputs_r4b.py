@@ -1,0 +1,206 @@
+"""Bad and extreme inputs, round four, helper B (causes 4, 5 and 6 of the review).
+
+Cause 6: a Python int beyond float64 (10**400) as a scalar setting let numpy's "ufunc 'isfinite'
+not supported" (or Python's OverflowError) escape, naming no argument; a ragged nested list as an
+array argument failed inside numpy ("inhomogeneous shape") before validation. Each case here
+must raise a ValueError / TypeError whose message starts with the argument's name.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import maxmargin as mm
+
+inst = mm.data.fig2()
+X, Y, v = inst.X, inst.Y, inst.v
+n, T, d = X.shape
+P = np.zeros(d)
+I = np.eye(d)
+Z = np.ones((n, d))
+ALPHA = np.zeros(n, dtype=int)
+SETS = np.eye(T, dtype=bool)[ALPHA]
+HEAD = mm.mlp_head([1.0], [[1.0] * d])
+
+# A valid call of each public function, by keyword; a case replaces one argument.
+CALLS = {
+    "gd": (mm.gd, dict(X=X, Y=Y, v=v, p0=P, steps=2, lr=0.1)),
+    "gd_stack": (mm.gd_stack, dict(X=X[None], Y=Y[None], v=v, p0=P, steps=2, lr=0.1, track=ALPHA[None])),
+    "gd_W": (mm.gd_W, dict(X=X, Y=Y, v=v, W0=I, queries=Z, steps=2, lr=0.1)),
+    "gd_KQ": (mm.gd_KQ, dict(X=X, Y=Y, v=v, K0=I, Q0=I, queries=Z, steps=2, lr=0.1, reg=0.1)),
+    "gd_KQ_stack": (mm.gd_KQ_stack, dict(X=X[None], Y=Y[None], v=v, K0=I, Q0=I, queries=Z[None],
+                                         steps=2, lr=0.1, reg=0.1)),
+    "gd_joint": (mm.gd_joint, dict(X=X, Y=Y, v0=v, p0=P, steps=2, lr=0.1, normalized=True, track=ALPHA)),
+    "penalty_path": (mm.penalty_path, dict(X=X, Y=Y, v=v, K0=I, Q0=I, queries=Z, penalties=[0.1],
+                                           max_iter=5)),
+    "regularization_path": (mm.regularization_path, dict(X=X, Y=Y, v=v, radii=[1.0], starts=1, steps=2)),
+    "local_regularization_path": (mm.local_regularization_path, dict(
+        X=X, Y=Y, v=v, radii=[1.0], direction=[1.0, 0.0, 0.0], angle=0.5, starts=1, steps=2)),
+    "att_svm": (mm.att_svm, dict(X=X, alpha=ALPHA, W=I, relaxed=np.zeros(n, bool))),
+    "set_svm": (mm.set_svm, dict(X=X, sets=SETS, W=I)),
+    "v_svm": (mm.v_svm, dict(R=X[:, 0], Y=Y)),
+    "w_svm": (mm.w_svm, dict(X=X, alpha=ALPHA, queries=Z)),
+    "least_distance": (mm.least_distance, dict(G=[[1.0, 0.0]], h=[1.0])),
+    "risk_W": (mm.risk_W, dict(X=X, Y=Y, v=v, W=I, queries=Z)),
+    "risk_grad": (mm.risk_grad, dict(X=X, Y=Y, v=v, p=P, W=I)),
+    "attention": (mm.attention, dict(X=X, p=P, W=I)),
+    "check_selection": (mm.check_selection, dict(X=X, Y=Y, v=v, alpha=ALPHA, W=I)),
+    "selection_census": (mm.selection_census, dict(X=X, Y=Y, v=v, W=I)),
+    "trap_sets": (mm.trap_sets, dict(X=X, Y=Y, v=v, W=I)),
+    "head_risk_grad": (mm.head_risk_grad, dict(X=X, Y=Y, head=HEAD, p=P, W=I, sets=SETS)),
+    "optimal_sets": (mm.optimal_sets, dict(X=X, Y=Y, head=HEAD)),
+    "set_offset": (mm.set_offset, dict(X=X, Y=Y, head=HEAD, sets=SETS)),
+    "mlp_head": (mm.mlp_head, dict(a=[1.0], B=[[1.0, 0.0]], b=[0.0])),
+    "softmax": (mm.softmax, dict(a=[1.0, 2.0])),
+    "cosine": (mm.cosine, dict(a=[1.0, 2.0], b=[1.0, 2.0])),
+    "random_instance": (mm.data.random_instance, dict(n=2, T=3, d=2, seed=0, margin=0.5, spread=1.0)),
+    "fig1_moved": (mm.data.fig1_moved, dict(x3_score=0.0, x2=(1.0, 0.0))),
+    "fig4": (mm.data.fig4, dict(C=1.0)),
+    "mixing_example": (mm.data.mixing_example, dict(beta=2.0, a=(1.0, 0.6))),
+}
+
+# Real-valued settings of each function (grep of the signatures: lr, eps, eps_v, eps_p, reg,
+# gtol, tol, angle, feasibility_tol, threshold, max_work, max_cost, margin, spread, ...).
+SCALARS = [(f, a) for f, (fn, _) in CALLS.items() for a, prm in inspect.signature(fn).parameters.items()
+           if prm.annotation in ("float", "float | None") or a in ("C", "beta", "x3_score")]
+COUNTS = [(f, a) for f, (fn, _) in CALLS.items() for a, prm in inspect.signature(fn).parameters.items()
+          if prm.annotation in ("int", "int | None") and a not in ("seed", "axis")]
+ARRAYS = [(f, a) for f, (fn, kw) in CALLS.items() for a in kw
+          if isinstance(kw[a], (np.ndarray, list, tuple))]
+RAGGED = {1: [[1.0, 2.0], [3.0]], 2: [[[1.0, 2.0]], [[3.0]]], 3: [[[[1.0]], [[2.0, 3.0]]]]}
+
+
+def _call(f, **change):
+    fn, kw = CALLS[f]
+    return fn(**{**kw, **change})
+
+
+def test_every_valid_call_runs():
+    """The base calls are valid, so each case below fails for its one replaced argument."""
+    for f in CALLS:
+        _call(f)
+
+
+def test_the_tables_cover_the_settings_the_review_named():
+    found = {a for _, a in SCALARS}
+    assert {"lr", "eps", "eps_v", "eps_p", "reg", "gtol", "tol", "angle"} <= found
+    assert {"steps", "max_iter", "starts"} <= {a for _, a in COUNTS}
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("f,a", SCALARS, ids=[f"{f}-{a}" for f, a in SCALARS])
+def test_an_int_beyond_float64_as_a_setting_is_named(f, a, sign):
+    with pytest.raises(ValueError, match=rf"^{a}: .*finite"):
+        _call(f, **{a: sign * 10 ** 400})
+
+
+@pytest.mark.parametrize("f,a", COUNTS, ids=[f"{f}-{a}" for f, a in COUNTS])
+def test_an_int_beyond_int64_as_a_count_is_named(f, a):
+    with pytest.raises(ValueError, match=rf"^{a}: ") as err:
+        _call(f, **{a: 10 ** 400})
+    assert len(str(err.value)) < 400  # the 401 digits are not printed
+
+
+@pytest.mark.parametrize("f,a", ARRAYS, ids=[f"{f}-{a}" for f, a in ARRAYS])
+def test_a_ragged_list_as_an_array_is_named(f, a):
+    good = np.asarray(CALLS[f][1][a])
+    ragged = RAGGED[min(max(good.ndim, 1), 3)]
+    with pytest.raises(ValueError, match=rf"^{a}: expected a rectangular array"):
+        _call(f, **{a: ragged})
+
+
+@pytest.mark.parametrize("f,a", [(f, a) for f, a in ARRAYS if np.asarray(CALLS[f][1][a]).dtype == np.float64],
+                         ids=[f"{f}-{a}" for f, a in ARRAYS if np.asarray(CALLS[f][1][a]).dtype == np.float64])
+def test_an_int_beyond_float64_inside_an_array_is_named(f, a):
+    good = np.asarray(CALLS[f][1][a]).astype(object)
+    good.flat[0] = 10 ** 400
+    with pytest.raises(ValueError, match=rf"^{a}: holds an integer beyond float64"):
+        _call(f, **{a: good.tolist()})
+
+
+def test_ints_inside_float64_still_work_as_settings():
+    """Python ints and numpy scalars within range are accepted with their float value (the
+    overflow check must not refuse a valid int): gd with lr=1 equals gd with lr=1.0. (A guard
+    against an over-eager fix; it passes on the old code too.)"""
+    a = mm.gd(X, Y, v, P, 3, 1, W=I)
+    b = mm.gd(X, Y, v, P, 3, 1.0, W=I)
+    assert np.array_equal(a.p, b.p)
+    c = mm.gd(X, Y, v, P, 3, np.int64(1), W=I)
+    assert np.array_equal(a.p, c.p)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cause 5: a valid tol refused with a false claim. Bug caught: tol = 0.5 (or 0.45 on data of
+# order 1) refused with an IllConditionedError naming X and blaming the scales of the data,
+# where the tolerance itself admits constraints more than 1/2 from their right side.
+# ----------------------------------------------------------------------------------------------
+
+def _svms(third):
+    """Each SVM on one sequence with tokens (1, 0), (0, 1), (-third, 0) selecting token 0 (or
+    the v-SVM on the samples (1, 0), (s, 0)): by hand the answer is p = u = (1/2, -1/2)
+    (v = (1, 0)), and the constraint values, free of cancellation so equal to their terms, are
+    1 and s = (1 + third) / 2."""
+    Xs = np.array([[[1.0, 0.0], [0.0, 1.0], [-third, 0.0]]])
+    sets = np.array([[True, False, False]])
+    return {
+        "att_svm": (lambda tol: mm.att_svm(Xs, [0], tol=tol), (1 + third) / 2),
+        "set_svm": (lambda tol: mm.set_svm(Xs, sets, tol=tol), (1 + third) / 2),
+        "v_svm": (lambda tol: mm.v_svm([[1.0, 0.0], [(1 + third) / 2, 0.0]], [1.0, 1.0], tol=tol),
+                  (1 + third) / 2),
+        "w_svm": (lambda tol: mm.w_svm(Xs, [0], queries=[1.0, 0.0], tol=tol), (1 + third) / 2),
+        "w_svm nuclear": (lambda tol: mm.w_svm(Xs, [0], queries=[1.0, 0.0], norm="nuclear", tol=tol),
+                          (1 + third) / 2),
+    }
+
+
+SVM_NAMES = list(_svms(5.0))
+
+
+def _support_by_hand(s, tol):
+    """The support rule |value - 1| <= tol * max(1, terms) on values (1, s), terms (1, s)."""
+    return [abs(1 - 1) <= tol, abs(s - 1) <= tol * max(1.0, s)]
+
+
+@pytest.mark.parametrize("svm", SVM_NAMES)
+def test_the_largest_accepted_tol_works_and_the_first_refused_names_tol(svm):
+    call, s = _svms(5.0)[svm]          # the slack value s = 3: 2 > 1/2 from 1
+    largest = np.nextafter(0.5, 0.0)
+    res = call(largest)
+    support = np.asarray(res.support).reshape(-1)[-2:]
+    assert list(support) == _support_by_hand(s, largest) == [True, False]
+    with pytest.raises(ValueError, match=r"^tol: must be below 0.5") as err:
+        call(0.5)
+    assert not isinstance(err.value, mm.IllConditionedError)
+
+
+@pytest.mark.parametrize("svm", SVM_NAMES)
+def test_a_tol_too_large_for_the_data_names_tol_and_the_largest_that_fits(svm):
+    """third = 2.6: the slack constraint's value s = 1.8 is 0.8 from 1, within tol * s at the
+    accepted tol = 0.45: the message names tol and 1/2 over the largest terms, 0.5 / s, with
+    which the call works and gives the support by hand."""
+    call, s = _svms(2.6)[svm]
+    tol = 0.45
+    assert abs(s - 1) > 0.5 and abs(s - 1) <= tol * s      # the premise, by hand
+    with pytest.raises(ValueError, match=r"^tol: tol = 0.45 counts as support") as err:
+        call(tol)
+    assert not isinstance(err.value, mm.IllConditionedError)
+    fits = 0.5 / s
+    assert f"at most {fits:.3g}" in str(err.value)
+    res = call(fits)
+    assert list(np.asarray(res.support).reshape(-1)[-2:]) == _support_by_hand(s, fits) == [True, False]
+
+
+def test_huge_scales_at_the_default_tol_still_blame_the_data():
+    """The old refusal where it is right: terms beyond 1 / (2 tol) at the default tol (a slack
+    constraint of value 1e9 + 1 in a sequence whose scale the default tol multiplies past 1/2)
+    still raise the IllConditionedError naming X."""
+    Xs = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [-1e9, 0.0]]])
+    try:
+        res = mm.att_svm(Xs, [0, 0])
+    except mm.IllConditionedError as exc:
+        assert str(exc).startswith("X:")
+    else:  # the slack constraint is far outside tol * its terms: not support, no refusal
+        values = res.constraints
+        assert not res.support[1, 1] and values[1, 1] - 1 > 1e-8 * abs(values[1, 1])
