@@ -204,3 +204,86 @@ def test_huge_scales_at_the_default_tol_still_blame_the_data():
     else:  # the slack constraint is far outside tol * its terms: not support, no refusal
         values = res.constraints
         assert not res.support[1, 1] and values[1, 1] - 1 > 1e-8 * abs(values[1, 1])
+
+
+# ----------------------------------------------------------------------------------------------
+# Cause 4: penalty_path returned a saddle. Bug caught: at a penalty where (K, Q) = 0 is a saddle
+# (2 lam < sigma_max(G), G = dL/dW at W = 0), a path that reached 0 at a larger penalty (or
+# started there) stayed at 0 (the gradient is exactly 0), and its stationarity could not tell.
+# ----------------------------------------------------------------------------------------------
+
+PX = np.array([[[1.0, 0.0], [0.0, 1.0]]])   # the docstring's instance: Y = 1, v = (1, 1/2),
+PY, PV, PZ = np.array([1.0]), np.array([1.0, 0.5]), np.array([[1.0, 0.0]])   # query (1, 0)
+
+
+def _np_objective(theta, lam, d, m):
+    """F(K, Q) = mean_i log(1 + exp(-sum_t s_it gamma_it)) + lam (|K|^2 + |Q|^2) in numpy."""
+    K, Q = theta[: d * m].reshape(d, m), theta[d * m:].reshape(d, m)
+    logits = np.einsum("ntd,de,ne->nt", PX, K @ Q.T, PZ)
+    s = np.exp(logits - logits.max(axis=1, keepdims=True))
+    s /= s.sum(axis=1, keepdims=True)
+    gamma = PY[:, None] * (PX @ PV)
+    return float(np.mean(np.log1p(np.exp(-(s * gamma).sum(axis=1)))) + lam * (theta ** 2).sum())
+
+
+def _sigma_at_zero():
+    """sigma_max of G = dL/dW at W = 0, in closed form: uniform attention s = 1/T,
+    G = mean_i l'(m_i) sum_t s (gamma_it - m_i) x_it z_i^T, l'(x) = -1 / (1 + e^x)."""
+    gamma = PY[:, None] * (PX @ PV)
+    m = gamma.mean(axis=1)
+    slope = -1.0 / (1.0 + np.exp(m))
+    G = np.einsum("n,nt,ntd,ne->de", slope, (gamma - m[:, None]) / PX.shape[1], PX, PZ) / len(PY)
+    return float(np.linalg.svd(G, compute_uv=False)[0])
+
+
+def _best_minimum(lam, d, m, starts=12):
+    """The lowest F found by scipy's BFGS (finite-difference gradients) from seeded random
+    starts, and its W = K Q^T."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(0)
+    best = None
+    for _ in range(starts):
+        res = minimize(_np_objective, rng.standard_normal(2 * d * m), args=(lam, d, m), method="BFGS",
+                       options=dict(gtol=1e-10))
+        if best is None or res.fun < best.fun:
+            best = res
+    K, Q = best.x[: d * m].reshape(d, m), best.x[d * m:].reshape(d, m)
+    return best.fun, K @ Q.T
+
+
+@pytest.mark.parametrize("m", [1, 2])
+@pytest.mark.parametrize("start", ["small", "zero"])
+def test_penalty_path_leaves_the_saddle_at_zero(m, start):
+    """Penalties 1e-1 (above the threshold sigma/2 = 0.028: W = 0 is the local minimizer) and
+    1e-2 (below it: W = 0 is a saddle). The first answer is 0 with curvature 1 - sigma/(2 lam)
+    (closed form), the second is the minimizer found by an own numpy/BFGS search from random
+    starts, with a nonnegative curvature."""
+    d = 2
+    sigma = _sigma_at_zero()
+    assert 1e-2 < sigma / 2 < 1e-1
+    K0 = np.full((d, m), 0.1) if start == "small" else np.zeros((d, m))
+    path = mm.penalty_path(PX, PY, PV, K0, K0.copy(), PZ[0], [1e-1, 1e-2])
+    assert np.abs(path.W[0]).max() < 1e-6
+    np.testing.assert_allclose(path.curvature[0], 1 - sigma / (2 * 1e-1), rtol=1e-6)
+    F_best, W_best = _best_minimum(1e-2, d, m)
+    F_path = _np_objective(np.concatenate([path.K[1].ravel(), path.Q[1].ravel()]), 1e-2, d, m)
+    assert F_path <= F_best + 1e-9
+    np.testing.assert_allclose(path.W[1], W_best, atol=1e-4)
+    assert F_best < _np_objective(np.zeros(2 * d * m), 1e-2, d, m) - 1e-3   # 0 is not the answer
+    assert path.curvature[1] > -1e-6 and path.stationarity[1] < 1e-6
+
+
+@pytest.mark.parametrize("factor,zero", [(1.05, True), (0.95, False)])
+def test_the_zero_answer_follows_the_closed_form_threshold(factor, zero):
+    """lam = factor * sigma / 2 from K0 = Q0 = 0: above the threshold the answer is W = 0 with
+    curvature 1 - 1/factor > 0; below it W != 0 and F is lower than F(0)."""
+    lam = factor * _sigma_at_zero() / 2
+    path = mm.penalty_path(PX, PY, PV, np.zeros((2, 1)), np.zeros((2, 1)), PZ[0], [lam])
+    if zero:
+        assert np.abs(path.W[0]).max() == 0
+        np.testing.assert_allclose(path.curvature[0], 1 - 1 / factor, rtol=1e-6)
+    else:
+        theta = np.concatenate([path.K[0].ravel(), path.Q[0].ravel()])
+        assert _np_objective(theta, lam, 2, 1) < _np_objective(np.zeros(4), lam, 2, 1)
+        assert np.abs(path.W[0]).max() > 1e-3 and path.curvature[0] > -1e-6
