@@ -629,8 +629,8 @@ def _support(values: np.ndarray, target, scales: np.ndarray, others: np.ndarray,
     exceed 1 / (2 default), and float64 cannot tell a support constraint from a slack one)."""
     target = np.broadcast_to(target, values.shape)
     gap = np.where(others, np.abs(values - target), 0.0)
+    tight = others & (gap <= tol * np.maximum(1.0, scales))
     room = np.maximum(1.0, scales)
-    tight = others & (gap <= tol * room)
     unclear = tight & (gap > 0.5)
     if unclear.any():
         blame_tol = unclear & (gap > default * room)
