@@ -540,10 +540,14 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
 
     The logits are x_it^T K Q^T z_i as in :func:`gd_KQ`. The penalties are visited from the
     largest to the smallest, each started from the previous solution (the first from (K0, Q0)),
-    and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. Each answer
-    is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)||, so a caller can refuse
-    points that are not stationary. L-BFGS finds a local minimizer, not necessarily the global
-    one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
+    and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. A first-order
+    method stalls at a saddle (at (K, Q) = 0 the gradient vanishes, and 0 is a saddle when
+    2 lam < sigma_max(dL/dW at W = 0)): after each solve the Hessian's smallest eigenvalue is
+    checked, and below -1e-6 * 2 lam the path steps along its eigenvector and solves again. Each
+    answer is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)|| and its
+    ``curvature`` (that eigenvalue over 2 lam, negative at a saddle), so a caller can refuse
+    points that are not local minimizers. L-BFGS finds a local minimizer, not necessarily the
+    global one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
     penalty lam ||W||_F^2 (the Frobenius-norm path, in penalized form).
 
     Parameters
@@ -560,7 +564,7 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
 
     Returns
     -------
-    PenaltyPath : the factors, risks and stationarity, one per penalty (decreasing).
+    PenaltyPath : the factors, risks, stationarity and curvature, one per penalty (decreasing).
 
     Raises
     ------

@@ -287,3 +287,17 @@ def test_the_zero_answer_follows_the_closed_form_threshold(factor, zero):
         theta = np.concatenate([path.K[0].ravel(), path.Q[0].ravel()])
         assert _np_objective(theta, lam, 2, 1) < _np_objective(np.zeros(4), lam, 2, 1)
         assert np.abs(path.W[0]).max() > 1e-3 and path.curvature[0] > -1e-6
+
+
+def test_the_lanczos_curvature_agrees_with_the_closed_form(monkeypatch):
+    """Beyond DENSE_HESSIAN parameters the lowest eigenvalue comes from eigsh on Hessian-vector
+    products: forced here on the small instance, the curvature at W = 0 is again
+    1 - sigma / (2 lam) and the saddle at 1e-2 is left for the minimizer."""
+    from maxmargin import keyquery
+
+    monkeypatch.setattr(keyquery, "DENSE_HESSIAN", 0)
+    sigma = _sigma_at_zero()
+    path = mm.penalty_path(PX, PY, PV, np.zeros((2, 2)), np.zeros((2, 2)), PZ[0], [1e-1, 1e-2])
+    np.testing.assert_allclose(path.curvature[0], 1 - sigma / (2 * 1e-1), rtol=1e-6)
+    F_best, W_best = _best_minimum(1e-2, 2, 2)
+    np.testing.assert_allclose(path.W[1], W_best, atol=1e-4)
