@@ -32,6 +32,18 @@ def unmasked(value, name: str):
     return np.ma.getdata(value)
 
 
+def as_array(value, name: str) -> np.ndarray:
+    """``value`` as a numpy array of its own dtype (masked entries refused, :func:`unmasked`),
+    refusing a ragged nested list with a ValueError naming ``name``."""
+    try:
+        return np.asarray(unmasked(value, name))
+    except ValueError as exc:
+        if "inhomogeneous" not in str(exc):
+            raise
+        raise ValueError(f"{name}: expected a rectangular array, got nested sequences of "
+                         f"unequal lengths ({exc})") from None
+
+
 def as_float_array(value, name: str) -> np.ndarray:
     """``value`` as a float64 array (a torch tensor detached), refusing None, complex and
     non-numeric values with a TypeError naming ``name``, and masked entries (:func:`unmasked`);
@@ -41,11 +53,20 @@ def as_float_array(value, name: str) -> np.ndarray:
     value = unmasked(value, name)
     if callable(getattr(value, "detach", None)):  # a torch tensor, perhaps with requires_grad
         value = value.detach().cpu()
-    if np.iscomplexobj(value):  # before the cast, which would warn and drop the imaginary part
+    try:
+        complex_ = np.iscomplexobj(value)  # converts a nested list: may fail as the cast below
+    except (TypeError, ValueError, OverflowError):
+        complex_ = False
+    if complex_:  # before the cast, which would warn and drop the imaginary part
         raise TypeError(f"{name}: complex values are not supported")
     try:
         arr = np.asarray(value, dtype=np.float64)
+    except OverflowError:  # a Python int beyond float64 (numpy's message names no argument)
+        raise ValueError(f"{name}: holds an integer beyond float64 (at most 1.8e308)") from None
     except (TypeError, ValueError) as exc:
+        if "inhomogeneous" in str(exc):  # a ragged nested list
+            raise ValueError(f"{name}: expected a rectangular array, got nested sequences of "
+                             f"unequal lengths ({exc})") from None
         raise TypeError(f"{name}: expected an array of real numbers ({exc})") from None
     return arr
 
@@ -149,7 +170,7 @@ def queries(Z, n: int, d: int, name: str = "queries") -> np.ndarray:
 
 def indices(alpha, n: int, T: int, name: str = "alpha") -> np.ndarray:
     """One token index per sequence, shape (n,), ints in [0, T)."""
-    arr = np.asarray(unmasked(alpha, name))
+    arr = as_array(alpha, name)
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         if np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
             arr = arr.astype(np.int64)
@@ -166,7 +187,7 @@ def indices(alpha, n: int, T: int, name: str = "alpha") -> np.ndarray:
 
 def mask(m, n: int, name: str) -> np.ndarray:
     """A boolean mask over sequences, shape (n,)."""
-    arr = np.asarray(unmasked(m, name))
+    arr = as_array(m, name)
     if arr.dtype != bool:
         raise TypeError(f"{name}: expected a boolean mask of shape ({n},), got dtype {arr.dtype}")
     if arr.shape != (n,):
@@ -179,7 +200,7 @@ def token_sets(sets, n: int, T: int, proper: bool = False, name: str = "sets") -
 
     With ``proper`` every set must also leave at least one token out (as the set-SVM needs).
     """
-    arr = np.asarray(unmasked(sets, name))
+    arr = as_array(sets, name)
     if arr.dtype != bool:
         raise TypeError(f"{name}: expected a boolean mask of shape ({n}, {T}), got dtype {arr.dtype}")
     if arr.shape != (n, T):
@@ -192,20 +213,51 @@ def token_sets(sets, n: int, T: int, proper: bool = False, name: str = "sets") -
     return arr
 
 
+#: The largest count accepted (int64's): counts are stored in int64 arrays and C loops.
+MAX_COUNT = 2 ** 63 - 1
+
+
 def positive_int(k, name: str, minimum: int = 1) -> int:
+    """An integer (not a bool) in [minimum, MAX_COUNT]."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer, got {type(k).__name__}")
     if k < minimum:
-        raise ValueError(f"{name}: must be >= {minimum}, got {k}")
+        raise ValueError(f"{name}: must be >= {minimum}, got {_short(k)}")
+    if k > MAX_COUNT:
+        raise ValueError(f"{name}: must be at most 2**63 - 1, got {_short(k)}")
     return int(k)
 
 
+def _short(k) -> str:
+    """An integer for a message: its digits, or its size when it has more than 30."""
+    text = str(int(k))
+    digits = len(text.lstrip("-"))
+    return text if digits <= 30 else f"{'a negative' if k < 0 else 'an'} integer of {digits} digits"
+
+
+def _shown(x) -> str:
+    """A number for a message (a long int by its size, :func:`_short`)."""
+    return _short(x) if isinstance(x, (int, np.integer)) else str(x)
+
+
+def _float(x, name: str) -> float:
+    """A number (not a bool) as a float, refusing a Python int beyond float64 as not finite
+    (``float`` would raise an OverflowError, numpy's isfinite a TypeError, naming nothing)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name}: expected a number, got {x!r} ({type(x).__name__})")
+    try:
+        return float(x)
+    except OverflowError:
+        raise ValueError(f"{name}: must be finite, got {_short(x)} (beyond float64, at most "
+                         "1.8e308)") from None
+
+
 def positive_float(x, name: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}: expected a number, got {type(x).__name__}")
-    if not np.isfinite(x) or x <= 0:
-        raise ValueError(f"{name}: must be a finite positive number, got {x}")
-    return float(x)
+    """A finite number > 0, as a float."""
+    f = _float(x, name)
+    if not np.isfinite(f) or f <= 0:
+        raise ValueError(f"{name}: must be a finite positive number, got {_shown(x)}")
+    return f
 
 
 # ----------------------------------------------------------------------------------------------
@@ -231,13 +283,12 @@ def seed(value, name: str = "seed") -> int:
 
 def real(x, name: str, minimum: float | None = None) -> float:
     """A finite real number, optionally >= ``minimum``."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name}: expected a number, got {x!r} ({type(x).__name__})")
-    if not np.isfinite(x):
+    f = _float(x, name)
+    if not np.isfinite(f):
         raise ValueError(f"{name}: must be finite, got {x}")
-    if minimum is not None and x < minimum:
-        raise ValueError(f"{name}: must be >= {minimum:g}, got {x}")
-    return float(x)
+    if minimum is not None and f < minimum:
+        raise ValueError(f"{name}: must be >= {minimum:g}, got {_shown(x)}")
+    return f
 
 
 # What one call may cost: multiply-adds (about 10-30 minutes on one laptop core), and bytes of

@@ -178,7 +178,7 @@ def fig1_moved(*, x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
     >>> inst.scores, inst.X[0, 1, :2]
     (array([[1. , 0.9, 0.5]]), array([ 1. , -0.5]))
     """
-    x3_score = float(_checks.finite(np.asarray(x3_score, dtype=float), "x3_score"))
+    x3_score = _checks.real(x3_score, "x3_score")
     x2 = _checks.vector(x2, 2, "x2")
     base = fig1(variant="b")
     X = base.X.copy()

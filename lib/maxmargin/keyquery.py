@@ -549,7 +549,12 @@ class PenaltyPath:
     stationarity : (k,) ||grad F|| / ||grad of the penalty||, the relative size of the penalized
         gradient (0 at an exact stationary point; the loss's and the penalty's gradients cancel).
     freeze_Q : whether Q was held at Q0 (then the penalty's Q part is a constant).
-    iterations : (k,) L-BFGS iterations spent on each penalty.
+    iterations : (k,) L-BFGS iterations spent on each penalty (escapes from saddles included).
+    curvature : (k,) the smallest eigenvalue of the Hessian of F in (K, Q) at the answer, over
+        2 lam (the penalty's own curvature): >= 0 up to rounding at a local minimizer, < 0 at a
+        saddle (reported only when MAX_ESCAPES escapes did not leave it). At (K, Q) = 0, where
+        the gradient vanishes and ``stationarity`` cannot tell, it is 1 - sigma_max(G) / (2 lam),
+        G = dL/dW at W = 0: W = 0 is a local minimizer iff lam >= sigma_max(G) / 2.
     W : (property) (k, d, d) the products K Q^T.
 
     Method ``cosine(direction)``: (k,) Frobenius cosines of W with a (d, d) matrix.
@@ -570,6 +575,7 @@ class PenaltyPath:
     stationarity: np.ndarray
     freeze_Q: bool
     iterations: np.ndarray
+    curvature: np.ndarray
 
     @property
     def W(self) -> np.ndarray:
@@ -595,10 +601,14 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
 
     The logits are x_it^T K Q^T z_i as in :func:`gd_KQ`. The penalties are visited from the
     largest to the smallest, each started from the previous solution (the first from (K0, Q0)),
-    and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. Each answer
-    is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)||, so a caller can refuse
-    points that are not stationary. L-BFGS finds a local minimizer, not necessarily the global
-    one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
+    and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. A first-order
+    method stalls at a saddle (at (K, Q) = 0 the gradient vanishes, and 0 is a saddle when
+    2 lam < sigma_max(dL/dW at W = 0)): after each solve the Hessian's smallest eigenvalue is
+    checked, and below -1e-6 * 2 lam the path steps along its eigenvector and solves again. Each
+    answer is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)|| and its
+    ``curvature`` (that eigenvalue over 2 lam, negative at a saddle), so a caller can refuse
+    points that are not local minimizers. L-BFGS finds a local minimizer, not necessarily the
+    global one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
     penalty lam ||W||_F^2 (the Frobenius-norm path, in penalized form).
 
     Parameters
@@ -615,7 +625,7 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
 
     Returns
     -------
-    PenaltyPath : the factors, risks and stationarity, one per penalty (decreasing).
+    PenaltyPath : the factors, risks, stationarity and curvature, one per penalty (decreasing).
 
     Raises
     ------
@@ -661,6 +671,16 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
                          minimize)
 
 
+#: A point of the penalty path is a saddle when its Hessian has an eigenvalue below
+#: -SADDLE_TOL * 2 lam (the penalty's own curvature); penalty_path then leaves it along that
+#: eigenvector, at most MAX_ESCAPES times per penalty.
+SADDLE_TOL = 1e-6
+MAX_ESCAPES = 8
+#: Up to this many parameters the Hessian is formed densely; beyond, its lowest eigenvalue is
+#: found by Lanczos (scipy's eigsh) on Hessian-vector products.
+DENSE_HESSIAN = 1024
+
+
 def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
                   minimize) -> PenaltyPath:
     """The loop of :func:`penalty_path` on validated inputs."""
@@ -668,33 +688,83 @@ def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
     Xt, Gt, Zt = (_kernels.tensor(a) for a in (X, gamma, Z))
     Q_fixed = _kernels.tensor(Q)
 
-    def objective(theta, lam):
-        t = _kernels.tensor(theta).requires_grad_(True)
+    def parts(t, lam):  # (F, L, penalty) of the flat parameters t, a float64 tensor
         Kt = t[: d * m].reshape(d, m)
         Qt = Q_fixed if freeze_Q else t[d * m:].reshape(d, m)
         s = torch.softmax(torch.einsum("ntd,de,ne->nt", Xt, Kt @ Qt.T, Zt), dim=-1)
         risk = torch.mean(loss.torch_value(torch.sum(s * Gt, dim=-1)))
         penalty = (Kt ** 2).sum() + (0.0 if freeze_Q else (Qt ** 2).sum())
-        total = risk + lam * penalty
+        return risk + lam * penalty, risk, penalty
+
+    def objective(theta, lam):
+        t = _kernels.tensor(theta).requires_grad_(True)
+        total, risk, penalty = parts(t, lam)
         (grad,) = torch.autograd.grad(total, t)
         return (float(total.detach()), grad.numpy().copy(), float(risk.detach()),
                 float(2 * lam * penalty.detach().sqrt()))
 
-    Ks, Qs, risks, stat, iterations = [], [], [], [], []
+    def lowest_curvature(theta, lam):
+        """(smallest eigenvalue of the Hessian of F at theta, its unit eigenvector)."""
+        t0 = _kernels.tensor(theta)
+        if t0.numel() <= DENSE_HESSIAN:
+            H = torch.autograd.functional.hessian(lambda t: parts(t, lam)[0], t0).numpy()
+            values, vectors = np.linalg.eigh((H + H.T) / 2)
+            return float(values[0]), vectors[:, 0]
+        from scipy.sparse.linalg import LinearOperator, eigsh
+
+        def hvp(u):
+            return torch.autograd.functional.hvp(lambda t: parts(t, lam)[0], t0,
+                                                 _kernels.tensor(np.ravel(u)))[1].numpy()
+
+        op = LinearOperator((t0.numel(), t0.numel()), matvec=hvp, dtype=np.float64)
+        values, vectors = eigsh(op, k=1, which="SA", tol=1e-10)
+        return float(values[0]), vectors[:, 0]
+
+    def solve(theta, lam):
+        scale = max(objective(theta, lam)[3], 1e-300)
+        res = minimize(lambda th: objective(th, lam)[:2], theta, jac=True,
+                       method="L-BFGS-B", options=dict(maxiter=max_iter, maxfun=2 * max_iter,
+                                                       gtol=gtol * scale, ftol=0.0))
+        return res.x, int(res.nit)
+
+    def escape(theta, lam, direction):
+        """The lowest F on a grid of steps +-t direction (t = 2^-20 ... 2^4 times max(1,
+        |theta|)), or None when no step lowers F."""
+        f0 = objective(theta, lam)[0]
+        reach = max(1.0, float(np.linalg.norm(theta)))
+        best, where = f0, None
+        for t in reach * 2.0 ** np.arange(-20, 5):
+            for candidate in (theta + t * direction, theta - t * direction):
+                f = objective(candidate, lam)[0]
+                if f < best:
+                    best, where = f, candidate
+        return where
+
+    Ks, Qs, risks, stat, curv, iterations = [], [], [], [], [], []
     theta = K.ravel() if freeze_Q else np.concatenate([K.ravel(), Q.ravel()])
     for lam in lams:
         with _kernels.threads_for(X.size):   # one thread: tiny tensors, many calls
-            scale = max(objective(theta, lam)[3], 1e-300)
-            res = minimize(lambda th: objective(th, lam)[:2], theta, jac=True,
-                           method="L-BFGS-B", options=dict(maxiter=max_iter, maxfun=2 * max_iter,
-                                                           gtol=gtol * scale, ftol=0.0))
-            theta = res.x
+            theta, spent = solve(theta, lam)
+            # A first-order method stalls at a saddle (at (K, Q) = 0 the gradient is exactly 0,
+            # a saddle when 2 lam < sigma_max(dL/dW(0))): leave it along the Hessian's lowest
+            # eigenvector and solve again.
+            low, vector = lowest_curvature(theta, lam)
+            for _ in range(MAX_ESCAPES):
+                if low >= -SADDLE_TOL * 2 * lam:
+                    break
+                start = escape(theta, lam, vector)
+                if start is None:
+                    break
+                theta, more = solve(start, lam)
+                spent += more
+                low, vector = lowest_curvature(theta, lam)
             _, grad, risk, pen_grad = objective(theta, lam)
-        iterations.append(int(res.nit))
+        iterations.append(spent)
         Ks.append(theta[: d * m].reshape(d, m))
         Qs.append(Q.copy() if freeze_Q else theta[d * m:].reshape(d, m))
         risks.append(risk)
         stat.append(float(np.linalg.norm(grad)) / max(pen_grad, 1e-300))
+        curv.append(low / (2 * lam))
     return PenaltyPath(_readonly(lams.copy()), _readonly(np.array(Ks)), _readonly(np.array(Qs)),
                        _readonly(np.array(risks)), _readonly(np.array(stat)), freeze_Q,
-                       _readonly(np.array(iterations)))
+                       _readonly(np.array(iterations)), _readonly(np.array(curv)))

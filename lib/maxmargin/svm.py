@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     import cvxpy as cp
 
 __all__ = [
-    "FORWARD_TOL", "MAX_EXACT", "NUCLEAR_TOL", "SOLVERS", "W_NORMS", "IllConditionedError", "Program", "Solver", "JointSVMs",
+    "FORWARD_TOL", "MAX_EXACT", "MAX_TOL", "NUCLEAR_TOL", "SOLVERS", "W_NORMS", "IllConditionedError", "Program", "Solver", "JointSVMs",
     "SVMResult", "SetSVMResult", "VSVMResult", "WSVMResult", "att_svm", "att_svm_problem",
     "is_feasible", "joint_svms", "least_distance", "set_svm", "set_svm_problem", "v_svm",
     "v_svm_problem", "w_svm", "w_svm_problem",
@@ -602,17 +602,46 @@ def _exact_dot(a: np.ndarray, b: np.ndarray) -> Fraction:
                Fraction(0))
 
 
+#: Tolerances ``tol`` of the SVMs lie in (0, MAX_TOL): a constraint counts as support only
+#: within 1/2 of its right side, and at tol >= 1/2 even one whose terms are of size 1 would
+#: count at 1/2 or more from it.
+MAX_TOL = 0.5
+
+#: The SVMs' default ``tol``.
+DEFAULT_TOL = 1e-8
+
+
+def _tol(tol) -> float:
+    """A support tolerance ``tol``: a finite number in (0, MAX_TOL), else a ValueError naming it."""
+    tol = _checks.positive_float(tol, "tol")
+    if tol >= MAX_TOL:
+        raise ValueError(f"tol: must be below {MAX_TOL:g} (a constraint counts as support only "
+                         f"within 1/2 of its right side, relative to max(1, its terms)), got {tol:g}")
+    return tol
+
+
 def _support(values: np.ndarray, target, scales: np.ndarray, others: np.ndarray, tol: float,
-             name: str) -> np.ndarray:
-    """others & |value - target| <= tol * max(1, scale): the tight constraints, refusing (naming
-    ``name``) when that tolerance admits a value more than 1/2 away from its right side (its
-    terms exceed 1 / (2 tol), and float64 cannot tell a support constraint from a slack one)."""
+             name: str, default: float = DEFAULT_TOL) -> np.ndarray:
+    """others & |value - target| <= tol * max(1, scale): the tight constraints, refusing when that
+    tolerance admits a value more than 1/2 away from its right side. The message names ``tol``
+    when the solver's own tolerance ``default`` would not have admitted it (tol is too large for
+    terms of this size: it gives the largest tol that fits the data), else ``name`` (the terms
+    exceed 1 / (2 default), and float64 cannot tell a support constraint from a slack one)."""
     target = np.broadcast_to(target, values.shape)
     gap = np.where(others, np.abs(values - target), 0.0)
     tight = others & (gap <= tol * np.maximum(1.0, scales))
+    room = np.maximum(1.0, scales)
     unclear = tight & (gap > 0.5)
     if unclear.any():
-        i, t = (int(k[0]) for k in np.nonzero(unclear))
+        blame_tol = unclear & (gap > default * room)
+        i, t = (int(k[0]) for k in np.nonzero(blame_tol if blame_tol.any() else unclear))
+        if blame_tol.any():
+            fits = 0.5 / float(np.max(np.where(others, room, 1.0)))
+            raise ValueError(
+                f"tol: tol = {tol:g} counts as support the constraint of sequence {i}, token {t}, "
+                f"whose value {float(values[i, t]):.3g} is more than 1/2 from its right side (its "
+                f"terms reach {float(scales[i, t]):.2g}, and the tolerance is tol * max(1, terms)); "
+                f"for these data tol must be at most {fits:.3g} (1/2 over the largest terms)")
         raise IllConditionedError(
             f"{name}: the constraint of sequence {i}, token {t} has the value "
             f"{float(values[i, t]):.3g}, but its terms reach {float(scales[i, t]):.1e}, so at "
@@ -715,7 +744,8 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
         :data:`~maxmargin.svm.SOLVERS`).
     tol : keyword-only, relative tolerance for a constraint to count as tight (support), default
         1e-8: ``abs(value - b_i) <= tol * max(1, |k_{i,alpha_i} - k_it|^T |p|)`` (entrywise
-        absolute values: the scale of the value's rounding).
+        absolute values: the scale of the value's rounding); below 1/2 (``MAX_TOL``), and small
+        enough that tol * max(1, terms) <= 1/2 wherever a constraint is more than 1/2 from b_i.
 
     Returns
     -------
@@ -724,7 +754,9 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     Raises
     ------
     ValueError : bad inputs (X, W, alpha or relaxed of the wrong shape, NaN or inf, an index out
-        of [0, T), an unknown ``solver``, ``tol`` not a finite positive number), or no p satisfies
+        of [0, T), an unknown ``solver``, ``tol`` not a finite number in (0, 1/2), or a ``tol`` that counts as support a
+        constraint more than 1/2 from its right side (the message names ``tol`` and the
+        largest that fits the data, 1/2 over max(1, the largest terms))), or no p satisfies
         the constraints (the message names the sequence or a small group of sequences that
         conflict).
     TypeError : X or W is not a real numeric array, ``alpha`` does not hold integers, ``relaxed``
@@ -734,8 +766,8 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
         constraint alone requires (the message gives the estimate), or the solution cannot be
         shown to satisfy every constraint to ``FORWARD_TOL = 1e-6`` (checked in exact
         arithmetic where rounding could hide a violation: sequences whose scales differ by
-        about 1e16 or more), or tol would call a constraint more than 1/2 from its right side
-        tight; see the module docstring of ``maxmargin.svm``.
+        about 1e16 or more), or the default tol would call a constraint more than 1/2 from its
+        right side tight (terms beyond 1/(2 tol)); see the module docstring of ``maxmargin.svm``.
     RuntimeError : cvxpy/Clarabel fails, or calls a feasible (badly scaled) problem infeasible.
 
     Examples
@@ -751,7 +783,7 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     array([[False,  True]])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
-    return _att_svm(K, alpha, relaxed, _solver(solver), _checks.positive_float(tol, "tol"),
+    return _att_svm(K, alpha, relaxed, _solver(solver), _tol(tol),
                     _data_name(W))
 
 
@@ -949,7 +981,7 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`).
     tol : keyword-only, relative tolerance for a constraint to count as tight (as in
-        :func:`att_svm`), default 1e-8.
+        :func:`att_svm`), default 1e-8, below 1/2 and at most 1/2 over max(1, terms).
 
     Returns
     -------
@@ -958,8 +990,10 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
     Raises
     ------
     ValueError : bad inputs (X or W of the wrong shape, NaN or inf, ``sets`` not (n, T), a set
-        that is empty or holds every token, an unknown ``solver``, ``tol`` not a finite positive
-        number), or no p serves every set.
+        that is empty or holds every token, an unknown ``solver``, ``tol`` not a finite number in (0, 1/2), or a ``tol`` that counts as support a
+        constraint more than 1/2 from its right side (the message names ``tol`` and the
+        largest that fits the data, 1/2 over max(1, the largest terms))), or no p
+        serves every set.
     TypeError : X or W is not a real numeric array, ``sets`` is not boolean, or ``tol`` is not a
         number.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
@@ -974,7 +1008,7 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
     (array([1., 1.]), 0.7071)
     """
     K, sets = _set_inputs(X, sets, W)
-    return _set_svm(K, sets, _solver(solver), _checks.positive_float(tol, "tol"))
+    return _set_svm(K, sets, _solver(solver), _tol(tol))
 
 
 def _set_svm(K: np.ndarray, sets: np.ndarray, solve=None, tol: float = 1e-8) -> SetSVMResult:
@@ -1064,7 +1098,8 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`).
     tol : keyword-only, relative tolerance for a sample to count as a support vector, default 1e-8:
-        ``abs(Y_i v^T r_i - 1) <= tol * max(1, |r_i|^T |v|)``.
+        ``abs(Y_i v^T r_i - 1) <= tol * max(1, |r_i|^T |v|)``; below 1/2 and at most 1/2 over
+        max(1, terms) (as in :func:`att_svm`).
 
     Returns
     -------
@@ -1073,7 +1108,9 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     Raises
     ------
     ValueError : bad inputs (R not (n, d) with n, d >= 1, Y not (n,) or a label other than -1 and
-        +1, NaN or inf, an unknown ``solver``, ``tol`` not a finite positive number), the samples
+        +1, NaN or inf, an unknown ``solver``, ``tol`` not a finite number in (0, 1/2), or a ``tol`` that counts as support a
+        constraint more than 1/2 from its right side (the message names ``tol`` and the
+        largest that fits the data, 1/2 over max(1, the largest terms))), the samples
         are not separable through the origin, or the multipliers leave float64 at this data
         scale (naming R).
     TypeError : R or Y is not a real numeric array, or ``tol`` is not a number.
@@ -1088,7 +1125,7 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
     (True, 1.0)
     """
     R, Y = _v_inputs(R, Y)
-    return _v_svm(R, Y, _solver(solver), _checks.positive_float(tol, "tol"))
+    return _v_svm(R, Y, _solver(solver), _tol(tol))
 
 
 def _v_svm(R: np.ndarray, Y: np.ndarray, solve=None, tol: float = 1e-8) -> VSVMResult:
@@ -1140,7 +1177,8 @@ def _w_inputs(X, alpha, queries):
     X = _checks.tokens(X)
     n, T, d = X.shape
     alpha = _checks.indices(alpha, n, T)
-    if np.ndim(queries) == 1:
+    queries = _checks.as_float_array(queries, "queries")  # np.ndim fails on a ragged list
+    if queries.ndim == 1:
         Z = _checks.vector(queries, d, "queries")
         if not Z.any():
             raise ValueError("queries: the query vector is zero, so x^T W z = 0 for every W")
@@ -1305,7 +1343,8 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
         the reduced and on the full-size program).
     tol : keyword-only, relative tolerance for a constraint to count as tight, default 1e-8:
         ``abs(value - 1) <= tol * max(1, |x_{i,alpha_i} - x_it|^T |W| |z_i|)``; for the
-        nuclear norm ``max(tol, NUCLEAR_TOL)``, the accuracy its certificate guarantees.
+        nuclear norm ``max(tol, NUCLEAR_TOL)``, the accuracy its certificate guarantees; below
+        1/2 and at most 1/2 over max(1, terms) (as in :func:`att_svm`).
 
     Returns
     -------
@@ -1317,8 +1356,10 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     ------
     ValueError : bad inputs (X not (n, T, d) with n, d >= 1 and T >= 2, ``alpha`` not one index
         in [0, T) per sequence, ``queries`` neither (d,) nor (n, d) or a zero (d,) query, NaN or
-        inf, ``norm`` not "frobenius" or "nuclear", an unknown ``solver``, ``tol`` not a finite
-        positive number), per-sequence queries whose constraint matrices
+        inf, ``norm`` not "frobenius" or "nuclear", an unknown ``solver``, ``tol`` not a finite number in (0, 1/2), or a ``tol`` that counts as support a
+        constraint more than 1/2 from its right side (the message names ``tol`` and the
+        largest that fits the data, 1/2 over max(1, the largest terms))),
+        per-sequence queries whose constraint matrices
         (x_{i,alpha_i} - x_it) z_i^T overflow or fall below float64's smallest normal number
         (naming ``X`` or ``queries``, whichever spreads more), or no W ranks every selected
         token first (the same error for both norms: feasibility does not depend on the norm).
@@ -1364,7 +1405,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     X, D, alpha, Z = _w_inputs(X, alpha, queries)
     norm = _w_norm(norm)
     solve = _solver(solver)
-    tol = _checks.positive_float(tol, "tol")
+    tol = _tol(tol)
     n, T, d = D.shape
     others = _others(alpha, T)
 
@@ -1410,7 +1451,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     values, scales = forward(W, False)
     multipliers = np.zeros((n, T))
     multipliers[others] = nuclear.mu
-    support = _support(values, 1.0, scales, others, max(tol, NUCLEAR_TOL), name)
+    support = _support(values, 1.0, scales, others, max(tol, NUCLEAR_TOL), name, NUCLEAR_TOL)
     return WSVMResult(
         W=_readonly(W),
         margin=_margin(_nuclear_norm(W)),

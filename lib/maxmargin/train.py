@@ -327,7 +327,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
     if track is None:
         tracked = np.argmax(gamma, axis=-1)
     else:
-        track = np.asarray(track)
+        track = _checks.as_array(track, "track")
         if track.shape != (M, n):
             raise ValueError(f"track: expected shape ({M}, {n}), one token index per sequence of "
                              f"each instance, got {track.shape}")
