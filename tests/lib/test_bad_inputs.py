@@ -17,7 +17,15 @@ import maxmargin as mm
 from maxmargin.book import landscape
 from maxmargin.nn import PromptAttention
 
-mpmath.mp.dps = 80
+
+@pytest.fixture(autouse=True)
+def _eighty_digits():
+    """80 digits for this module's tests only: the global mp.dps this module set at import
+    changed the results of other modules' tests run after it (test order dependence)."""
+    with mpmath.workdps(80):
+        yield
+
+
 inst = mm.data.fig2()
 X, Y, v, W = inst.X, inst.Y, inst.v, inst.W
 p = np.array([0.4, -1.2, 0.3])

@@ -333,7 +333,11 @@ def test_gd_with_a_huge_lr_raises_naming_lr():
 def _exp_risk_direction(X, Y, v, W, p):
     """-grad L(p) / ||grad L(p)|| for the exponential loss, in 60-digit arithmetic (mpmath)."""
     mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 60
+    with mpmath.workdps(60):   # a local context: a global mp.dps leaks into other tests
+        return _exp_risk_direction_exact(mpmath, X, Y, v, W, p)
+
+
+def _exp_risk_direction_exact(mpmath, X, Y, v, W, p):
     n, T, d = X.shape
     K = X @ W
     grad = [mpmath.mpf(0)] * d
