@@ -32,7 +32,7 @@ from .launch import launch_exported_notebooks, publish_notebooks
 from .pdf import html_writers_for_singlehtml
 from .release import set_version
 from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
-                    palette_images, search_page_assets)
+                    palette_images, redirect_page, search_page_assets)
 from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
 
 
@@ -55,6 +55,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", launch_exported_notebooks, priority=600)  # after the theme
     app.connect("doctree-resolved", mark_wide_figures)
     app.connect("build-finished", palette_images)
+    app.connect("build-finished", redirect_page, priority=400)  # before sphinx-external-toc's
     app.connect("build-finished", publish_notebooks)
     app.connect("build-finished", report_failures)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

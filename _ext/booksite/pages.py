@@ -94,3 +94,28 @@ def palette_images(app: Sphinx, exception: Exception | None) -> None:
         palette.save(buffer, "PNG", optimize=True)
         if buffer.tell() < path.stat().st_size:
             path.write_bytes(buffer.getvalue())
+
+
+def redirect_page(app: Sphinx, exception) -> None:
+    """The site's index.html: a redirect to the root page that names the book and its icon.
+
+    sphinx-external-toc writes a bare ``<meta http-equiv="Refresh">`` when the root page is not
+    ``index``; a browser opening it then requests ``/favicon.ico``, which the site does not have
+    (a 404 on every visit). Written before that handler runs (priority 400), so it keeps this one.
+    """
+    if exception or app.builder.format != "html" or app.config.root_doc == "index":
+        return
+    if app.builder.name not in ("html", "dirhtml"):
+        return
+    target = app.builder.get_target_uri(app.config.root_doc)
+    icon = Path(app.config.html_favicon or "").name
+    title = app.config.html_title or app.config.project
+    from html import escape
+
+    (Path(app.outdir) / "index.html").write_text(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        f"<title>{escape(title)}</title>\n"
+        + (f'<link rel="icon" href="_static/{escape(icon)}">\n' if icon else "")
+        + f'<meta http-equiv="Refresh" content="0; url={escape(target)}">\n'
+        f'</head><body><p><a href="{escape(target)}">{escape(title)}</a></p></body></html>\n',
+        encoding="utf8")

@@ -347,3 +347,25 @@ def test_first_screen_says_what_and_where_to_start(viewport, browser, site_url):
         assert link["visible"] and link["bottom"] <= screen["height"], \
             f"{text!r} is below the first screen ({link['bottom']:.0f} px of {screen['height']})"
     assert target, f"'how to read it' links {anchor}, which is not on the page"
+
+
+def test_the_site_root_redirects_to_the_landing_page_and_requests_nothing_missing(browser,
+                                                                                  site_url):
+    """Opening the site's root (index.html, a redirect) lands on the landing page, and no
+    request fails on the way: the bare redirect of sphinx-external-toc had no icon, so the
+    browser asked for /favicon.ico, a 404 on every visit."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    failed = []
+    page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.url}: HTTP {r.status}"))
+    page.on("requestfailed", lambda r: failed.append(f"{r.url}: {r.failure}"))
+    try:
+        page.goto(f"{site_url}/", wait_until="load")
+        page.wait_for_url("**/intro.html")
+        open_settled(page, page.url)
+        title = page.title()
+    finally:
+        context.close()
+    assert not failed, "requests that failed:\n" + "\n".join(failed)
+    assert "Max-Margin" in title, title
