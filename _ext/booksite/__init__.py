@@ -50,6 +50,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", add_static)
     app.connect("builder-inited", html_writers_for_singlehtml)
     app.add_css_file("booksite.css")
+    app.add_js_file("scroll-hints.js", defer="defer")
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("html-page-context", search_page_assets)
     app.connect("html-page-context", launch_exported_notebooks, priority=600)  # after the theme

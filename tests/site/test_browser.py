@@ -349,11 +349,16 @@ def test_first_screen_says_what_and_where_to_start(viewport, browser, site_url):
     assert target, f"'how to read it' links {anchor}, which is not on the page"
 
 
-def test_the_site_root_redirects_to_the_landing_page_and_requests_nothing_missing(browser,
-                                                                                  site_url):
-    """Opening the site's root (index.html, a redirect) lands on the landing page, and no
-    request fails on the way: the bare redirect of sphinx-external-toc had no icon, so the
-    browser asked for /favicon.ico, a 404 on every visit."""
+def test_the_site_root_redirects_to_the_landing_page_and_names_its_icon(browser, site_url,
+                                                                         built_html):
+    """Opening the site's root (index.html, a redirect) lands on the landing page, no request
+    fails on the way, and the redirect page names the book's icon: the bare redirect of
+    sphinx-external-toc had none, so browsers asked for /favicon.ico, a 404 on every visit
+    (headless Chromium does not ask, hence the check of the page itself)."""
+    html = (built_html / "index.html").read_text(encoding="utf8")
+    icon = re.search(r'<link rel="icon" href="([^"]+)"', html)
+    assert icon, f"index.html names no icon:\n{html}"
+    assert (built_html / icon.group(1)).is_file(), f"index.html's icon {icon.group(1)} is missing"
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
@@ -369,3 +374,29 @@ def test_the_site_root_redirects_to_the_landing_page_and_requests_nothing_missin
         context.close()
     assert not failed, "requests that failed:\n" + "\n".join(failed)
     assert "Max-Margin" in title, title
+
+
+def test_phone_width_index_and_table_hints(browser, site_url):
+    """At 390 px the general index does not widen the page (its three columns stack: it was 462
+    px wide), and a table that scrolls in its box says so under it (the landing page's chapter
+    table scrolled with no hint), while a table that fits says nothing."""
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    hint = """() => [...document.querySelectorAll('.pst-scrollable-table-container')].map(b => ({
+        scrolls: b.scrollWidth > b.clientWidth + 1,
+        hint: getComputedStyle(b, '::after').content}))"""
+    try:
+        open_settled(page, f"{site_url}/genindex.html")
+        index_width = page.evaluate("() => document.documentElement.scrollWidth")
+        open_settled(page, f"{site_url}/intro.html")
+        phone_tables = page.evaluate(hint)
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.wait_for_timeout(300)
+        desktop_tables = page.evaluate(hint)
+    finally:
+        context.close()
+    assert index_width <= PHONE["width"] + 1, f"genindex is {index_width} px wide at 390 px"
+    assert any(t["scrolls"] for t in phone_tables), "no table scrolls on the landing page at 390 px"
+    for t in phone_tables + desktop_tables:
+        assert ("swipe" in t["hint"]) == t["scrolls"], t
