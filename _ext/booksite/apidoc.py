@@ -55,7 +55,9 @@ def convert(lines: list[str]) -> list[str]:
             if in_entry:
                 out.append("")                       # a definition list ends with a blank
                 in_entry = False
+            bullet = re.match(r"\s*[*-] ", line)          # a list item's marker stays one
             out.append(line if section == "Examples" or line.lstrip().startswith(">>>")
+                       else line[:bullet.end()] + escape(line[bullet.end():]) if bullet
                        else escape(line))
         k += 1
     return out
