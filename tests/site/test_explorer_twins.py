@@ -95,11 +95,15 @@ def test_twin_moves_with_keyboard_and_mouse(docname, browser, site_url, built_ht
             assert after["values"][k] == before["values"][k] + 1, control["name"]
             assert after["hash"] != before["hash"] or after["frame"] != before["frame"]
             consistent(after, spec)
-            box = inputs.nth(k).bounding_box()               # the mouse: a click near the end
+            box = inputs.nth(k).bounding_box()     # the mouse: a click near the start, the end
+            page.mouse.click(box["x"] + 0.03 * box["width"], box["y"] + box["height"] / 2)
+            start = root.evaluate(STATE)
+            assert start["values"][k] == 0 and start["frame"] != after["frame"], control["name"]
+            consistent(start, spec)
             page.mouse.click(box["x"] + 0.97 * box["width"], box["y"] + box["height"] / 2)
             clicked = root.evaluate(STATE)
             assert clicked["values"][k] == len(control["values"]) - 1, control["name"]
-            assert clicked["frame"] != after["frame"]
+            assert clicked["frame"] != start["frame"]
             consistent(clicked, spec)
         root.screenshot(path=str(SHOTS / f"{name}-end-1280.png"))
     finally:
