@@ -16,6 +16,10 @@ a legible height at phone width and scroll sideways in their own box; `search-sn
 (search page) shows math in search results as text instead of raw TeX delimiters;
 `scroll-hints.js` (all pages) marks the tables that scroll sideways in their box, which
 `booksite.css` then labels ("swipe for more columns"); the general index stacks its columns.
+
+**Explorers without a kernel.** `explorer.js` (about 2 kB, only on pages with an explorer twin)
+shows each `div.mm-explorer` that :func:`maxmargin.book.explore.interactive` wrote into the page
+and maps its range inputs to frames the library drew at build time; no CDN, no server.
 """
 from __future__ import annotations
 
@@ -46,6 +50,12 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
 def search_page_assets(app, pagename, templatename, context, doctree) -> None:
     if pagename == "search":
         app.add_js_file("search-snippets.js", defer="defer")
+
+
+def explorer_assets(app, pagename, templatename, context, doctree) -> None:
+    """`explorer.js` on the pages with an interactive explorer twin (`div.mm-explorer`)."""
+    if 'class="mm-explorer"' in (context.get("body") or ""):
+        app.add_js_file("explorer.js", defer="defer")
 
 
 def mark_wide_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:

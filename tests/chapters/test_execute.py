@@ -61,6 +61,11 @@ def output_problems(nb) -> list[str]:
             image = Image.open(io.BytesIO(base64.b64decode(png)))
             if "A" in image.getbands() and image.getchannel("A").getextrema()[0] < 255:
                 problems.append(f"cell {index}: the figure has a transparent background")
+        if "interactive-twin" in cell.metadata.get("tags", []):
+            html = [o.data.get("text/html", "") for o in displays]
+            if pngs or len(html) != 1 or 'class="mm-explorer"' not in html[0]:
+                problems.append(f"cell {index}: an interactive-twin cell must display exactly "
+                                "one output, the HTML of explore.interactive, and no image")
         if "figure" in options and len(displays) != 1:
             problems.append(f"cell {index}: a figure cell must display exactly one output, "
                             f"it displayed {len(displays)}")

@@ -58,3 +58,109 @@ def test_live_explorer_redraws_for_every_control(name):
             # interactive.update() would swallow an exception; call the function itself.
             widget.f(**{c._kwarg: c.get_interact_value() for c in widget.kwargs_widgets})
             plt.close("all")
+
+
+# ----------------------------------------------------------------------------------------------
+# The interactive twin (explore.interactive): frames over the product of the control values
+# ----------------------------------------------------------------------------------------------
+
+def _two_point_line(ax, *, a, b, scale=1.0):
+    """A frame whose data and return value are known in closed form: the line (0, a)-(1, b)."""
+    ax.plot([0.0, 1.0], [scale * a, scale * b])
+    ax.set_title(f"a={a}, b={b}")
+    return [10 * a + b, scale]
+
+
+def _twin_spec(html):
+    import json
+    import re
+
+    found = re.search(r'<script type="application/json" class="mm-data">(.*?)</script>', html,
+                      re.S)
+    return json.loads(found.group(1))
+
+
+def test_interactive_twin_frame_k_is_the_setting_k_of_the_product_order():
+    import base64
+    import io
+    import itertools
+
+    from PIL import Image
+
+    controls = {"a": [1, 2, 3], "b": [0.5, 4.0]}
+    html = explore.interactive(_two_point_line, controls, fixed={"scale": 2.0}, width=2.0,
+                               height=1.5, dpi=40).data
+    spec = _twin_spec(html)
+    assert 'class="mm-explorer"' in html and " hidden " in html   # shown only by explorer.js
+    assert [c["name"] for c in spec["controls"]] == ["a", "b"]
+    assert [c["values"] for c in spec["controls"]] == [[1, 2, 3], [0.5, 4.0]]
+    # a range input per control, positions 0 .. len - 1, and an output with the first value
+    assert html.count('type="range"') == 2
+    assert 'max="2"' in html and 'max="1"' in html and "<output" in html
+    expected = list(itertools.product([1, 2, 3], [0.5, 4.0]))     # the last control fastest
+    assert len(spec["frames"]) == len(expected)
+    for frame, (a, b) in zip(spec["frames"], expected):
+        assert frame["params"] == {"a": a, "b": b}
+        assert frame["result"] == [10 * a + b, 2.0]                # the fixed argument reached draw
+        png = Image.open(io.BytesIO(base64.b64decode(frame["src"].split(",", 1)[1])))
+        assert png.size == (80, 60)                                # 2 x 1.5 inches at 40 dpi
+    # frames drawn into one reused figure: each shows its own setting only (axes cleared)
+    assert not plt.get_fignums()      # its figure closed (the inline backend would show it)
+    hashes = [f["hash"] for f in spec["frames"]]
+    assert len(set(hashes)) == len(hashes)
+    fig, ax = plt.subplots(figsize=(6, 5))        # another size: the hash ignores the layout
+    _two_point_line(ax, a=2, b=4.0, scale=2.0)
+    assert explore.frame_fingerprint(fig) == spec["frames"][3]["hash"]
+    plt.close("all")
+
+
+def test_frame_fingerprint_changes_with_the_data_not_with_ulps():
+    fig, ax = plt.subplots()
+    ax.plot([0.0, 1.0], [0.3, 0.7])
+    base = explore.frame_fingerprint(fig)
+    ax.lines[0].set_ydata([0.3, 0.7 * (1 + 1e-15)])
+    assert explore.frame_fingerprint(fig) == base
+    ax.lines[0].set_ydata([0.3, 0.7001])
+    assert explore.frame_fingerprint(fig) != base
+    ax.lines[0].set_ydata([0.3, 0.7])
+    bar = ax.bar([0], [0.5])[0]
+    with_bar = explore.frame_fingerprint(fig)
+    assert with_bar != base
+    bar.set_height(0.6)                          # attention bars: their heights are the data
+    assert explore.frame_fingerprint(fig) != with_bar
+    plt.close("all")
+
+
+def test_interactive_twin_refuses_what_it_cannot_replay():
+    with pytest.raises(ValueError, match="^draw:"):
+        explore.interactive(lambda ax, a: None, {"a": [1, 2]})
+    with pytest.raises(ValueError, match="^controls:"):
+        explore.interactive(_two_point_line, {})
+    with pytest.raises(ValueError, match="^controls:"):
+        explore.interactive(_two_point_line, {"a": [1, 1], "b": [0]})
+    with pytest.raises(ValueError, match="^fixed:"):
+        explore.interactive(_two_point_line, {"a": [1], "b": [0]}, fixed={"a": 2})
+
+
+def test_prompt_frame_draws_the_prompt_and_its_excess_risk():
+    """Chapter 1's frame: the excess risk at p = norm (cos, sin)(angle), against an own
+    computation (logistic loss, one sequence, softmax written out)."""
+    import numpy as np
+
+    inst = mm.data.fig1(variant="a")
+    fig, axes = explore.prompt_frame_figure()
+    gap = explore.prompt_frame(axes, angle=60.0, norm=3.0)
+    p = np.zeros(inst.X.shape[-1])
+    p[:2] = 3.0 * np.cos(np.pi / 3), 3.0 * np.sin(np.pi / 3)
+    X, y = inst.X[0], inst.Y[0]
+    logits = X @ inst.W @ p
+    s = np.exp(logits - logits.max())
+    s /= s.sum()
+    f = (X @ inst.v) @ s
+    best = max(y * (X @ inst.v))
+    expected = np.log1p(np.exp(-y * f)) - np.log1p(np.exp(-best))
+    np.testing.assert_allclose(gap, [expected], rtol=1e-10)
+    plane = axes[0]
+    marked = [c.get_offsets()[0] for c in plane.collections if len(c.get_offsets()) == 1]
+    assert any(np.allclose(m, p[:2]) for m in marked)
+    plt.close("all")

@@ -177,6 +177,37 @@ def prompt_plane(inst, points, *, names=None, grid=None, sequence: int = 0):
     return fig
 
 
+from functools import lru_cache  # noqa: E402
+
+
+@lru_cache(maxsize=4)
+def _fig1_plane(variant: str):
+    """The Fig. 1 instance of ``variant``, its loss map over the prompt plane and its SVM."""
+    from .. import data
+
+    inst = data.fig1(variant=variant)
+    return (inst, excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W),
+            att_svm(inst.X, inst.optimal, W=inst.W))
+
+
+def prompt_frame_figure():
+    """The figure of one prompt-explorer frame: ``(fig, (plane, bars))``."""
+    fig, plane, bars = _prompt_plane_layout(1)
+    return fig, (plane, bars)
+
+
+def prompt_frame(axes, *, angle: float, norm: float, variant: str = "a", sequence: int = 0):
+    """One frame of :func:`prompt_explorer` on ``data.fig1(variant)``: the prompt at ``angle``
+    (degrees) and ``norm`` in the (p1, p2) plane. axes : ``(plane, [bars])``. Returns the excess
+    risk there, shape (1,)."""
+    plane, bars = axes
+    inst, grid, svm = _fig1_plane(variant)
+    theta = np.deg2rad(angle)
+    first = len(plane.figure.axes) == 2  # the colour bar once: it is kept between frames
+    return draw_prompt_plane(plane, bars, inst, [[norm * np.cos(theta), norm * np.sin(theta)]],
+                             names=["p"], grid=grid, sequence=sequence, svm=svm, colorbar=first)
+
+
 def prompt_explorer(inst, *, sequence: int = 0, max_norm: float = 10.0):
     """Live explorer: sliders for the angle (degrees) and norm of p in the (p1, p2) plane.
 
@@ -205,3 +236,220 @@ def prompt_explorer(inst, *, sequence: int = 0, max_norm: float = 10.0):
         norm=ipywidgets.FloatSlider(value=2.0, min=0.0, max=max_norm, step=0.1, description="norm"))
     widget.figure = fig
     return widget
+
+
+# ----------------------------------------------------------------------------------------------
+# The interactive twin: the live explorer's controls on the static page, frames computed at build
+# ----------------------------------------------------------------------------------------------
+
+
+def _importable(func: Callable, name: str) -> str:
+    """``"module:qualname"`` of a module-level function, so a test can call it again by name."""
+    import importlib
+
+    where = f"{getattr(func, '__module__', '')}:{getattr(func, '__qualname__', '')}"
+    module, _, qualname = where.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), qualname)
+    except (ImportError, AttributeError, ValueError):
+        found = None
+    if found is not func:
+        raise ValueError(f"{name}: expected a module-level function (importable by name), "
+                         f"got {func!r}")
+    return where
+
+
+def frame_fingerprint(fig) -> str:
+    """SHA-256 (hex) of what ``fig`` draws: every line's, collection's and image's data, every
+    bar and every text, at 8 significant digits (ulp-level differences between runs vanish;
+    a different computation does not). Layout and colours are left out."""
+    import hashlib
+
+    from matplotlib.collections import Collection
+    from matplotlib.image import AxesImage
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+    from matplotlib.text import Text
+
+    digest = hashlib.sha256()
+
+    def add(tag, values=None, text=None):
+        digest.update(tag.encode() + b"\0")
+        if values is not None:
+            a = np.ma.filled(np.ma.asarray(values, dtype=float), np.nan).ravel()
+            digest.update(" ".join(f"{x:.8g}" for x in a).encode() + b"\0")
+        if text is not None:
+            digest.update(text.encode() + b"\0")
+
+    for k, ax in enumerate(fig.axes):
+        add(f"axes {k}", text=f"{ax.get_xscale()} {ax.get_yscale()}")
+        for artist in ax.get_children():
+            if not artist.get_visible():
+                continue
+            if isinstance(artist, Line2D):
+                add("line", artist.get_xydata())
+            elif isinstance(artist, Collection):
+                add("collection", artist.get_offsets())
+                if artist.get_array() is not None:
+                    add("values", artist.get_array())
+                for path in artist.get_paths():
+                    add("path", path.vertices)
+            elif isinstance(artist, AxesImage):
+                add("image", artist.get_array())
+            elif isinstance(artist, Rectangle) and artist is not ax.patch:
+                add("bar", [artist.get_x(), artist.get_y(), artist.get_width(), artist.get_height()])
+            elif isinstance(artist, Text) and artist.get_text():
+                add("text", text=artist.get_text())
+    return digest.hexdigest()
+
+
+def _png_uri(fig, colors: int) -> str:
+    """``fig`` as a data URI of a PNG of at most ``colors`` palette colours."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=fig.dpi)
+    with Image.open(io.BytesIO(buffer.getvalue())) as png:
+        palette = png.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT,
+                                              dither=Image.Dither.NONE)
+    buffer = io.BytesIO()
+    palette.save(buffer, "PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _jsonable(value):
+    """A draw function's return value as JSON numbers where it is numeric, else None."""
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return np.where(np.isfinite(a), a, np.nan).tolist() if a.size else None
+
+
+def _axes_list(axes) -> list:
+    """The Axes in ``axes`` (one Axes, or nested sequences of them)."""
+    if hasattr(axes, "clear") and hasattr(axes, "figure"):
+        return [axes]
+    return [a for item in axes for a in _axes_list(item)]
+
+
+def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable | None = None,
+                  width: float = 5.0, height: float = 4.0, dpi: float | None = None):
+    """Draw ``draw(axes, **setting)`` for each setting into one figure; yields (fig, result).
+
+    figure : ``figure()`` returning ``(fig, axes)`` passed as draw's first argument (default: one
+    panel of ``width`` x ``height`` inches, the Axes itself passed). As in :func:`live`, the axes
+    are cleared between settings (other axes, such as a colour bar, are kept) and the constrained
+    layout is solved once, at the first setting, then frozen: solving it again was most of a
+    frame's time. The figure is closed at the end.
+    """
+    if figure is None:
+        fig, (axes,) = plots.panels(width=width, height=height)
+    else:
+        fig, axes = figure()
+    if dpi is not None:
+        fig.set_dpi(dpi)
+    try:
+        for k, setting in enumerate(settings):
+            if k:
+                for ax in _axes_list(axes):
+                    ax.clear()
+            with plots.book_style():
+                result = draw(axes, **setting)
+            if k == 0 and fig.get_layout_engine() is not None:
+                fig.canvas.draw()
+                fig.set_layout_engine("none")
+            yield fig, result
+    finally:
+        plt.close(fig)
+
+
+def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
+                figure: Callable | None = None, width: float = 5.0, height: float = 4.0,
+                dpi: float = 72.0, colors: int = 64, labels: dict | None = None,
+                formats: dict | None = None, alt: str = "", note: str = ""):
+    """The interactive twin: the live explorer's sliders on the static site, with no kernel.
+
+    draw : a module-level ``draw(axes, **params)`` (the live explorer's drawing function);
+    controls : ``{name: values}``, the positions of each slider (1-d, in slider order); every
+    combination is drawn at build time (``itertools.product`` order, the last control fastest);
+    fixed : keyword arguments passed to every call; figure : see :func:`render_frame`;
+    labels / formats : per control, its label and a ``str.format`` spec of the value shown;
+    alt : the frames' alt text (the setting is appended); note : a sentence added below.
+    Returns an ``IPython.display.HTML``: a hidden ``div.mm-explorer`` that the book's
+    ``explorer.js`` shows and wires (a range input and an output per control, one image), so
+    without JavaScript (and in print) only the static twin before it is seen.
+    """
+    import html
+    import itertools
+    import json
+
+    from IPython.display import HTML
+
+    where = _importable(draw, "draw")
+    if figure is not None:
+        _importable(figure, "figure")
+    if not isinstance(controls, dict) or not controls:
+        raise ValueError(f"controls: expected a non-empty dict name -> values, got {controls!r}")
+    fixed = dict(fixed or {})
+    labels, formats = dict(labels or {}), dict(formats or {})
+    grid = {}
+    for name, values in controls.items():
+        values = [v.item() if isinstance(v, np.generic) else v for v in values]
+        if not values or len(set(values)) != len(values):
+            raise ValueError(f"controls: {name!r} needs distinct values, got {values!r}")
+        if name in fixed:
+            raise ValueError(f"fixed: {name!r} is also a control")
+        grid[name] = values
+    names = list(grid)
+    combos = [dict(zip(names, combo)) for combo in itertools.product(*grid.values())]
+    frames = []
+    drawn = render_frames(draw, [{**fixed, **params} for params in combos], figure=figure,
+                          width=width, height=height, dpi=dpi)
+    for params, (fig, result) in zip(combos, drawn):
+        frames.append({"src": _png_uri(fig, colors), "hash": frame_fingerprint(fig),
+                       "params": params, "result": _jsonable(result)})
+    drawn.close()  # closes the figure now, not at garbage collection (the inline backend shows it)
+    shown = {name: [format(v, formats.get(name, "g")) for v in values]
+             for name, values in grid.items()}
+    spec = {"draw": where, "figure": None if figure is None else _importable(figure, "figure"),
+            "fixed": fixed, "size": [width, height],
+            "controls": [{"name": n, "label": labels.get(n, n), "values": grid[n],
+                          "shown": shown[n]} for n in names],
+            "alt": alt, "frames": frames}
+    key = "mm-" + frame_fingerprint_key(where, fixed, grid)
+    rows = []
+    for n in names:
+        rows.append(
+            f'<div class="mm-control"><label for="{key}-{n}">{html.escape(labels.get(n, n))}</label>'
+            f'<input type="range" id="{key}-{n}" name="{n}" min="0" max="{len(grid[n]) - 1}" '
+            f'step="1" value="0" data-control="{n}">'
+            f'<output for="{key}-{n}">{html.escape(shown[n][0])}</output></div>')
+    sizes = ", ".join(str(len(v)) for v in grid.values())
+    total = len(frames)
+    weight = sum(len(f["src"]) for f in frames)
+    text = (f"{total} positions ({' x '.join(f'{len(v)} {n}' for n, v in grid.items())}), "
+            f"each computed and drawn by <code>{html.escape(where)}</code> when the book was "
+            f"built ({weight / 1e3:.0f} kB of PNG frames). {note}").strip()
+    payload = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+    first = frames[0]
+    return HTML(
+        f'<div class="mm-explorer" id="{key}" hidden data-draw="{html.escape(where)}" '
+        f'data-positions="{sizes}">'
+        f'<div class="mm-controls">{"".join(rows)}</div>'
+        f'<img class="mm-frame" src="{first["src"]}" alt="{html.escape(alt)}" '
+        f'data-frame="0" data-hash="{first["hash"]}">'
+        f'<p class="mm-note">{text}</p>'
+        f'<script type="application/json" class="mm-data">{payload}</script></div>')
+
+
+def frame_fingerprint_key(where: str, fixed: dict, grid: dict) -> str:
+    """A short id for an explorer's element, stable across builds (12 hex digits)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps([where, fixed, grid], sort_keys=True, default=str)
+                          .encode()).hexdigest()[:12]
