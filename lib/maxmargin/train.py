@@ -455,8 +455,9 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
     failed = out.failed
     if np.any(failed >= 0):
-        raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
-                        **_start_of(K, P))
+        step = int(failed[failed >= 0].min())   # = steps: the last iterate's margins
+        raise _overflow(caller, step, gamma, lr, loss, normalized, **_start_of(K, P),
+                        last=step == steps)
     return _Records(out.path, out.risk, out.on, out.off, out.final)
 
 
@@ -578,7 +579,8 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 r += 1
             if k == steps:
                 if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
-                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
+                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P),
+                                    last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
             if weights is None:
@@ -608,8 +610,11 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
 
 
 def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,
-              start: str, start_logits: Callable[[], np.ndarray], sizes: tuple) -> ValueError:
-    """The error for a gradient or iterate that left float64 at ``step``, naming the cause:
+              start: str, start_logits: Callable[[], np.ndarray], sizes: tuple,
+              last: bool = False) -> ValueError:
+    """The error for a gradient or iterate that left float64 at ``step``, naming the cause
+    (``last``: the logits of the last iterate, ``step`` = steps, overflow, though the iterate is
+    finite: lr, or the scale of the inputs, carried it too far):
 
     * the exponential loss's derivative exp(-z) (the scale of v);
     * at step 0, logits of the start beyond float64 (the argument ``start``, e.g. p0 or W0);
@@ -621,6 +626,10 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
 
     ``start_logits`` computes the start's logits; it is called only at step 0.
     """
+    if last:
+        return ValueError(f"{caller}: the logits of the iterate after step {step} (the last) "
+                          f"overflow float64, though the iterate is finite: lr = {lr:g} is too "
+                          f"large for these inputs (or the scale of v or X is)")
     low = float(np.min(gamma))
     top = float(np.max(np.abs(gamma)))
     bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
@@ -807,6 +816,8 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 risks[r] = _risk_of(margin, loss)
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                    raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
@@ -1023,6 +1034,9 @@ def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_
                     on[r] = s.numpy()[rows, tracked].T
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                    raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
+                                    **start_joint, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
