@@ -458,7 +458,28 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
         step = int(failed[failed >= 0].min())   # = steps: the last iterate's margins
         raise _overflow(caller, step, gamma, lr, loss, normalized, **_start_of(K, P),
                         last=step == steps)
+    _rerecord_risks(out.risk, out.path, K, gamma, loss)
     return _Records(out.path, out.risk, out.on, out.off, out.final)
+
+
+def _rerecord_risks(risk: np.ndarray, path: np.ndarray, K, gamma, loss: Loss) -> None:
+    """Recompute, in place, the compiled kernels' recorded risks that are not finite, from the
+    recorded iterates with the one risk recorder (:func:`_risk_of`): the kernels sum l(z_i) / n,
+    inf when one loss is beyond float64 though the mean is not. risk (R, M, B), iterates path
+    (R, M, B, d), keys K (M, n, T, d), scores gamma (M, n, T). A risk beyond float64 stays inf."""
+    for r, m, b in map(tuple, np.argwhere(~np.isfinite(risk))):   # (rare: free when all finite)
+        risk[r, m, b] = _risk_at(K[m], gamma[m], path[r, m, b], loss)
+
+
+def _risk_at(K: np.ndarray, gamma: np.ndarray, p: np.ndarray, loss: Loss) -> float:
+    """The risk of one iterate p (d,) on keys K (n, T, d) and scores gamma (n, T), computed as
+    the torch loops do (margins relative to the most-attended token, :func:`_risk_of`)."""
+    n, T, d = K.shape
+    logits = (_kernels.tensor(K.reshape(n * T, d)) @ _kernels.tensor(p[:, None])).view(n, T, 1)
+    shift, top = torch.max(logits, dim=1, keepdim=True)
+    s = _kernels.softmax_tokens_(logits, shift)
+    margin, _ = _kernels.margins(s, _kernels.tensor(gamma[..., None]), top)
+    return float(_risk_of(margin, loss)[0])
 
 
 # The compiled GD kernel's time per lane-step for blocks of 8, 16 and 32 starts, relative to 16:
