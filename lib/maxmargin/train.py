@@ -1103,15 +1103,17 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
     on u with step lr ||p||^2 (plain), or lr ||p|| and offset eps / ||p|| (normalized, since
     ||a p^T||_F = ||a|| ||p||), and W_k = W_0 + (u_k - u_0) p^T / ||p||^2. This runs on
     :func:`_descend` (the compiled kernel when numba is there): about twice the speed of the
-    loop on W (benchmarks/bench_gd.py). Returns None when these scalars leave float64's normal
-    range or a step is not finite: the loop on W then runs the call (and names the cause of a
+    loop on W (benchmarks/bench_gd.py). Returns None when these scalars (eps / ||p|| too) leave
+    float64's normal range or a step is not finite: the loop on W then runs the call (and names the cause of a
     failure, which it reports with the W-specific wording).
     """
     pp = float(p @ p)
     norm = math.sqrt(pp)
     lr_u = lr * (norm if normalized else pp)
+    # eps / ||p|| below the normal range rounds (5e-324 / 1.09 to 5e-324, to 0 for ||p|| > 2):
+    # the loop on W keeps eps itself
     if not (1e-150 < pp < 1e150 and sys.float_info.min < lr_u < math.inf
-            and eps / norm < math.inf):
+            and sys.float_info.min <= eps / norm < math.inf):
         return None
     U0 = W0 @ p                                                # (B, d)
     if not np.all(np.isfinite(U0)):
