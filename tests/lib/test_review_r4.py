@@ -241,3 +241,20 @@ def test_w_svm_tol_message_states_the_real_bound(norm):
     mm.w_svm(Xw, [0, 1], queries=Zw, norm=norm, tol=bound * (1 - 1e-12))   # accepted
     with pytest.raises(ValueError, match="tol must be below"):
         mm.w_svm(Xw, [0, 1], queries=Zw, norm=norm, tol=bound)
+
+
+def test_zero_d_arrays_are_accepted_as_scalar_settings():
+    """np.array(0.1) is the number 0.1, as np.float64(0.1) is: the same run as with the float
+    (tol, lr, eps, steps, normalized, seed). Bug caught: a TypeError "expected a number" for a
+    0-d array while the numpy scalar was accepted. A 0-d complex or bool array is still refused."""
+    Xw = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    a = mm.att_svm(Xw, [0], tol=np.array(0.1))
+    np.testing.assert_array_equal(a.p, mm.att_svm(Xw, [0], tol=0.1).p)
+    run = mm.gd(Xw, [1.0], [1.0, 0.5], [0.0, 0.0], np.array(3), np.array(0.1),
+                normalized=np.array(True), eps=np.array(1e-12))
+    ref = mm.gd(Xw, [1.0], [1.0, 0.5], [0.0, 0.0], 3, 0.1, normalized=True, eps=1e-12)
+    np.testing.assert_array_equal(run.p, ref.p)
+    with pytest.raises(TypeError, match="^lr: "):
+        mm.gd(Xw, [1.0], [1.0, 0.5], [0.0, 0.0], 3, np.array(0.1 + 0j))
+    with pytest.raises(TypeError, match="^steps: "):
+        mm.gd(Xw, [1.0], [1.0, 0.5], [0.0, 0.0], np.array(True), 0.1)
