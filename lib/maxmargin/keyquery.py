@@ -357,7 +357,7 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                 Ks[r], Qs[r], risks[r] = K.numpy(), Q.numpy(), _risk_of(margin, loss)
                 r += 1
             if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
                     raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
@@ -512,7 +512,7 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
                 Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
                 r += 1
             if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
                     raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start,
                                     last=True)
                 break

@@ -837,7 +837,7 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 risks[r] = _risk_of(margin, loss)
                 r += 1
             if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
                     raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
@@ -1055,7 +1055,7 @@ def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_
                     on[r] = s.numpy()[rows, tracked].T
                 r += 1
             if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
                     raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
                                     **start_joint, last=True)
                 break
