@@ -258,3 +258,20 @@ def test_zero_d_arrays_are_accepted_as_scalar_settings():
         mm.gd(Xw, [1.0], [1.0, 0.5], [0.0, 0.0], 3, np.array(0.1 + 0j))
     with pytest.raises(TypeError, match="^steps: "):
         mm.gd(Xw, [1.0], [1.0, 0.5], [0.0, 0.0], np.array(True), 0.1)
+
+
+def test_risk_beyond_one_loss_overflow_keeps_float64_accuracy():
+    """Exponential loss, margins with losses beyond float64 (e^710 ...) but a finite mean:
+    mm.risk within a few ulp of mpmath. Bug caught: exp(log of the mean) carried the absolute
+    rounding of a log near 709 into the result, 5.4e-14 relative (about 250 ulp) for
+    (-710, 0, 0), while rounded_mean's docstring promises the mean rounded to float64."""
+    rng = np.random.default_rng(3)
+    cases = [[-710.0, 0.0, 0.0], [-709.9, -709.9, -3.0]]
+    cases += [list(rng.uniform(-711.0, -709.0, size=4)) for _ in range(5)]
+    for zs in cases:
+        Xz, Yz, vz = scores_instance(zs)
+        expected = exponential_risk_mp(zs)
+        if not np.isfinite(expected):
+            continue
+        got = mm.risk(Xz, Yz, vz, [0.0, 0.0], loss="exponential")
+        np.testing.assert_allclose(got, expected, rtol=1e-15, err_msg=str(zs))
