@@ -175,6 +175,16 @@ def _mean_from_logs(loss: Loss, x: np.ndarray, axis: int) -> np.ndarray:
         return np.ldexp(np.exp(r) * m, k.astype(np.int64))
 
 
+def _log_mean(loss: Loss, x: np.ndarray, axis: int) -> np.ndarray:
+    """log of the mean of l(x) along ``axis``, from ``loss.log_value`` (no overflow): the size
+    of a mean beyond float64, for messages."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        logs = loss.log_value(x)
+        top = np.max(logs, axis=axis, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0.0)
+        return np.squeeze(top, axis=axis) + np.log(np.mean(np.exp(logs - top), axis=axis))
+
+
 def mean_loss(loss: Loss, margins, *, axis: int = 0, blame: str = "v") -> np.ndarray:
     """The mean of l(margins) along ``axis`` (:func:`rounded_mean`), finite whenever the mean is
     representable; a mean beyond float64 raises a ValueError naming ``blame`` (the argument
