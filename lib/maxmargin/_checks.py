@@ -217,8 +217,15 @@ def token_sets(sets, n: int, T: int, proper: bool = False, name: str = "sets") -
 MAX_COUNT = 2 ** 63 - 1
 
 
+def _scalar(x):
+    """A 0-d numpy array as its numpy scalar (np.array(0.1) as np.float64(0.1)), so every scalar
+    setting takes it as it takes the scalar; anything else unchanged."""
+    return x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x
+
+
 def positive_int(k, name: str, minimum: int = 1) -> int:
     """An integer (not a bool) in [minimum, MAX_COUNT]."""
+    k = _scalar(k)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer, got {type(k).__name__}")
     if k < minimum:
@@ -243,6 +250,7 @@ def _shown(x) -> str:
 def _float(x, name: str) -> float:
     """A number (not a bool) as a float, refusing a Python int beyond float64 as not finite
     (``float`` would raise an OverflowError, numpy's isfinite a TypeError, naming nothing)."""
+    x = _scalar(x)
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name}: expected a number, got {x!r} ({type(x).__name__})")
     try:
@@ -267,6 +275,7 @@ def positive_float(x, name: str) -> float:
 
 def flag(value, name: str) -> bool:
     """A true/false switch: a bool (or numpy bool). Strings such as "no" are refused, not truthy."""
+    value = _scalar(value)
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
     return bool(value)
@@ -274,6 +283,7 @@ def flag(value, name: str) -> bool:
 
 def seed(value, name: str = "seed") -> int:
     """A random seed: an integer >= 0 (what numpy's default_rng accepts), not a bool."""
+    value = _scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name}: expected an integer >= 0, got {value!r} ({type(value).__name__})")
     if value < 0:

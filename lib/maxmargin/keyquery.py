@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import Loss
+from .losses import EXPONENTIAL, Loss, rounded_mean
 from .problem import problem, stacked
 from .train import (_TWO_LANE_COSTS, _affordable_descent, _block_lanes, _largest, _loss_code,
                     _overflow, _run_blocks,
@@ -357,6 +357,8 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                 Ks[r], Qs[r], risks[r] = K.numpy(), Q.numpy(), _risk_of(margin, loss)
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
+                    raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
@@ -510,6 +512,9 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
                 Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
+                    raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start,
+                                    last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
@@ -631,7 +636,9 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
     ------
     ValueError : bad data (as in :func:`gd_KQ`; K0 or Q0 not (d, m) of one width m >= 1), a
         penalty not finite and > 0, an empty ``penalties``, ``gtol`` not a finite positive
-        number, or ``max_iter`` < 1.
+        number, or ``max_iter`` < 1; K0 or Q0 whose penalty is beyond float64 (naming it), or
+        a penalized risk, gradient or Hessian beyond float64 (naming the likely cause: the
+        scale of v, of X or v, or of K0, Q0).
     TypeError : a non-numeric array, ``freeze_Q`` not a bool, ``max_iter`` not an integer, or
         ``loss`` neither a string nor a ``Loss``.
 
@@ -688,33 +695,66 @@ def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
     Xt, Gt, Zt = (_kernels.tensor(a) for a in (X, gamma, Z))
     Q_fixed = _kernels.tensor(Q)
 
-    def parts(t, lam):  # (F, L, penalty) of the flat parameters t, a float64 tensor
+    def parts(t, lam):  # (F, margins, penalty) of the flat parameters t, a float64 tensor
         Kt = t[: d * m].reshape(d, m)
         Qt = Q_fixed if freeze_Q else t[d * m:].reshape(d, m)
         s = torch.softmax(torch.einsum("ntd,de,ne->nt", Xt, Kt @ Qt.T, Zt), dim=-1)
-        risk = torch.mean(loss.torch_value(torch.sum(s * Gt, dim=-1)))
+        margins = torch.sum(s * Gt, dim=-1)
+        risk = torch.mean(loss.torch_value(margins))
         penalty = (Kt ** 2).sum() + (0.0 if freeze_Q else (Qt ** 2).sum())
-        return risk + lam * penalty, risk, penalty
+        return risk + lam * penalty, margins, penalty
 
     def objective(theta, lam):
+        """(F, its gradient, the risk (the one risk recorder), ||grad of the penalty||)."""
         t = _kernels.tensor(theta).requires_grad_(True)
-        total, risk, penalty = parts(t, lam)
+        total, margins, penalty = parts(t, lam)
         (grad,) = torch.autograd.grad(total, t)
-        return (float(total.detach()), grad.numpy().copy(), float(risk.detach()),
+        return (float(total.detach()), grad.numpy().copy(),
+                float(rounded_mean(loss, margins.detach().numpy())),
                 float(2 * lam * penalty.detach().sqrt()))
 
+    def refuse(what, lam):
+        """The error for F, its gradient or its Hessian not finite at the penalty lam, naming
+        the argument whose scale is the likely cause (as :func:`~maxmargin.train._overflow`)."""
+        low, top = float(np.min(gamma)), _largest(gamma)
+        sizes = (2.0, top, _largest(X), _largest(Z))
+        bound = 2.0 * sum(np.log10(a) for a in sizes) if min(sizes) > 0 else 0.0   # (no overflow)
+        if EXPONENTIAL.same_function(loss) and low < -700.0:
+            cause = (f"the exponential loss exp(-z) and its derivatives overflow for margins z "
+                     f"below -709.8, and the scores Y_i v^T x_it reach {low:.3g}: reduce the "
+                     f"scale of v")
+        elif bound >= 300.0:
+            cause = (f"its terms reach up to (2 max|Y_i v^T x_it| max|x| max|z|)^2 times the "
+                     f"factors' squares, about 10^{bound:.0f}: reduce the scale of X or v")
+        else:
+            entries = max(_largest(theta_now[0]), _largest(Q) if freeze_Q else 0.0)
+            cause = (f"the factors reached entries of {entries:.3g}: start from smaller K0, Q0, "
+                     f"or use larger penalties")
+        return ValueError(f"penalty_path: {what} at the penalty lam = {lam:g} is not finite in "
+                          f"float64; {cause}")
+
     def lowest_curvature(theta, lam):
-        """(smallest eigenvalue of the Hessian of F at theta, its unit eigenvector)."""
+        """(smallest eigenvalue of the Hessian of F at theta, its unit eigenvector); refuses a
+        value, gradient or Hessian of F that is not finite (eigh would not converge)."""
+        theta_now[0] = theta
+        total, grad = objective(theta, lam)[:2]
+        if not (np.isfinite(total) and np.all(np.isfinite(grad))):
+            raise refuse("the penalized risk or its gradient", lam)
         t0 = _kernels.tensor(theta)
         if t0.numel() <= DENSE_HESSIAN:
             H = torch.autograd.functional.hessian(lambda t: parts(t, lam)[0], t0).numpy()
+            if not np.all(np.isfinite(H)):
+                raise refuse("the Hessian of the penalized risk", lam)
             values, vectors = np.linalg.eigh((H + H.T) / 2)
             return float(values[0]), vectors[:, 0]
         from scipy.sparse.linalg import LinearOperator, eigsh
 
         def hvp(u):
-            return torch.autograd.functional.hvp(lambda t: parts(t, lam)[0], t0,
-                                                 _kernels.tensor(np.ravel(u)))[1].numpy()
+            out = torch.autograd.functional.hvp(lambda t: parts(t, lam)[0], t0,
+                                                _kernels.tensor(np.ravel(u)))[1].numpy()
+            if not np.all(np.isfinite(out)):
+                raise refuse("the Hessian of the penalized risk", lam)
+            return out
 
         op = LinearOperator((t0.numel(), t0.numel()), matvec=hvp, dtype=np.float64)
         values, vectors = eigsh(op, k=1, which="SA", tol=1e-10)
@@ -742,6 +782,20 @@ def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
 
     Ks, Qs, risks, stat, curv, iterations = [], [], [], [], [], []
     theta = K.ravel() if freeze_Q else np.concatenate([K.ravel(), Q.ravel()])
+    theta_now = [theta]   # the iterate of the last check (refuse names its scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for name, factor in (("K0", K), ("Q0", None if freeze_Q else Q)):
+            if factor is not None and not np.isfinite(np.sum(factor * factor)):
+                raise ValueError(f"{name}: its squared Frobenius norm, in the penalty, is beyond "
+                                 f"float64 (entries up to {_largest(factor):.3g}): start from "
+                                 f"a smaller {name}")
+        total, grad = objective(theta, lams[0])[:2]
+        start_logits = _kernels.self_attention_logits(X, K @ Q.T, Z)
+    if not (np.isfinite(total) and np.all(np.isfinite(grad))):
+        if not np.all(np.isfinite(start_logits)):
+            raise ValueError("K0, Q0: the logits x_it^T K0 Q0^T z_i of the start leave float64: "
+                             "start from smaller K0, Q0")
+        raise refuse("the penalized risk or its gradient at the start (K0, Q0)", lams[0])
     for lam in lams:
         with _kernels.threads_for(X.size):   # one thread: tiny tensors, many calls
             theta, spent = solve(theta, lam)

@@ -616,7 +616,7 @@ def _tol(tol) -> float:
     tol = _checks.positive_float(tol, "tol")
     if tol >= MAX_TOL:
         raise ValueError(f"tol: must be below {MAX_TOL:g} (a constraint counts as support only "
-                         f"within 1/2 of its right side, relative to max(1, its terms)), got {tol:g}")
+                         f"within 1/2 of its right side, relative to max(1, its terms)), got {tol!r}")
     return tol
 
 
@@ -625,7 +625,7 @@ def _support(values: np.ndarray, target, scales: np.ndarray, others: np.ndarray,
     """others & |value - target| <= tol * max(1, scale): the tight constraints, refusing when that
     tolerance admits a value more than 1/2 away from its right side. The message names ``tol``
     when the solver's own tolerance ``default`` would not have admitted it (tol is too large for
-    terms of this size: it gives the largest tol that fits the data), else ``name`` (the terms
+    terms of this size: it gives the bound tol must stay below for these data), else ``name`` (the terms
     exceed 1 / (2 default), and float64 cannot tell a support constraint from a slack one)."""
     target = np.broadcast_to(target, values.shape)
     gap = np.where(others, np.abs(values - target), 0.0)
@@ -636,12 +636,14 @@ def _support(values: np.ndarray, target, scales: np.ndarray, others: np.ndarray,
         blame_tol = unclear & (gap > default * room)
         i, t = (int(k[0]) for k in np.nonzero(blame_tol if blame_tol.any() else unclear))
         if blame_tol.any():
-            fits = 0.5 / float(np.max(np.where(others, room, 1.0)))
+            # the largest tol admitting none of them: below every such gap / max(1, terms)
+            limit = float(np.min((gap / room)[others & (gap > 0.5)]))
             raise ValueError(
-                f"tol: tol = {tol:g} counts as support the constraint of sequence {i}, token {t}, "
+                f"tol: tol = {tol!r} counts as support the constraint of sequence {i}, token {t}, "
                 f"whose value {float(values[i, t]):.3g} is more than 1/2 from its right side (its "
                 f"terms reach {float(scales[i, t]):.2g}, and the tolerance is tol * max(1, terms)); "
-                f"for these data tol must be at most {fits:.3g} (1/2 over the largest terms)")
+                f"for these data tol must be below {limit!r} (the least |value - right side| / "
+                f"max(1, terms) of the constraints more than 1/2 from their right side)")
         raise IllConditionedError(
             f"{name}: the constraint of sequence {i}, token {t} has the value "
             f"{float(values[i, t]):.3g}, but its terms reach {float(scales[i, t]):.1e}, so at "

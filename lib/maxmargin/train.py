@@ -455,9 +455,31 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
     failed = out.failed
     if np.any(failed >= 0):
-        raise _overflow(caller, int(failed[failed >= 0].min()), gamma, lr, loss, normalized,
-                        **_start_of(K, P))
+        step = int(failed[failed >= 0].min())   # = steps: the last iterate's margins
+        raise _overflow(caller, step, gamma, lr, loss, normalized, **_start_of(K, P),
+                        last=step == steps)
+    _rerecord_risks(out.risk, out.path, K, gamma, loss)
     return _Records(out.path, out.risk, out.on, out.off, out.final)
+
+
+def _rerecord_risks(risk: np.ndarray, path: np.ndarray, K, gamma, loss: Loss) -> None:
+    """Recompute, in place, the compiled kernels' recorded risks that are not finite, from the
+    recorded iterates with the one risk recorder (:func:`_risk_of`): the kernels sum l(z_i) / n,
+    inf when one loss is beyond float64 though the mean is not. risk (R, M, B), iterates path
+    (R, M, B, d), keys K (M, n, T, d), scores gamma (M, n, T). A risk beyond float64 stays inf."""
+    for r, m, b in map(tuple, np.argwhere(~np.isfinite(risk))):   # (rare: free when all finite)
+        risk[r, m, b] = _risk_at(K[m], gamma[m], path[r, m, b], loss)
+
+
+def _risk_at(K: np.ndarray, gamma: np.ndarray, p: np.ndarray, loss: Loss) -> float:
+    """The risk of one iterate p (d,) on keys K (n, T, d) and scores gamma (n, T), computed as
+    the torch loops do (margins relative to the most-attended token, :func:`_risk_of`)."""
+    n, T, d = K.shape
+    logits = (_kernels.tensor(K.reshape(n * T, d)) @ _kernels.tensor(p[:, None])).view(n, T, 1)
+    shift, top = torch.max(logits, dim=1, keepdim=True)
+    s = _kernels.softmax_tokens_(logits, shift)
+    margin, _ = _kernels.margins(s, _kernels.tensor(gamma[..., None]), top)
+    return float(_risk_of(margin, loss)[0])
 
 
 # The compiled GD kernel's time per lane-step for blocks of 8, 16 and 32 starts, relative to 16:
@@ -578,7 +600,8 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
                 r += 1
             if k == steps:
                 if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
-                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
+                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P),
+                                    last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
             if weights is None:
@@ -608,8 +631,11 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
 
 
 def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,
-              start: str, start_logits: Callable[[], np.ndarray], sizes: tuple) -> ValueError:
-    """The error for a gradient or iterate that left float64 at ``step``, naming the cause:
+              start: str, start_logits: Callable[[], np.ndarray], sizes: tuple,
+              last: bool = False) -> ValueError:
+    """The error for a gradient or iterate that left float64 at ``step``, naming the cause
+    (``last``: the logits of the last iterate, ``step`` = steps, overflow, though the iterate is
+    finite: lr, or the scale of the inputs, carried it too far):
 
     * the exponential loss's derivative exp(-z) (the scale of v);
     * at step 0, logits of the start beyond float64 (the argument ``start``, e.g. p0 or W0);
@@ -621,6 +647,10 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
 
     ``start_logits`` computes the start's logits; it is called only at step 0.
     """
+    if last:
+        return ValueError(f"{caller}: the logits of the iterate after step {step} (the last) "
+                          f"overflow float64, though the iterate is finite: lr = {lr:g} is too "
+                          f"large for these inputs (or the scale of v or X is)")
     low = float(np.min(gamma))
     top = float(np.max(np.abs(gamma)))
     bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
@@ -807,6 +837,8 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
                 risks[r] = _risk_of(margin, loss)
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
+                    raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
@@ -1023,6 +1055,9 @@ def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_
                     on[r] = s.numpy()[rows, tracked].T
                 r += 1
             if k == steps:
+                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
+                    raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
+                                    **start_joint, last=True)
                 break
             weights, scale = _kernels.derivative_weights(margin, loss, normalized)
             if weights is None:
@@ -1068,15 +1103,17 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
     on u with step lr ||p||^2 (plain), or lr ||p|| and offset eps / ||p|| (normalized, since
     ||a p^T||_F = ||a|| ||p||), and W_k = W_0 + (u_k - u_0) p^T / ||p||^2. This runs on
     :func:`_descend` (the compiled kernel when numba is there): about twice the speed of the
-    loop on W (benchmarks/bench_gd.py). Returns None when these scalars leave float64's normal
-    range or a step is not finite: the loop on W then runs the call (and names the cause of a
+    loop on W (benchmarks/bench_gd.py). Returns None when these scalars (eps / ||p|| too) leave
+    float64's normal range or a step is not finite: the loop on W then runs the call (and names the cause of a
     failure, which it reports with the W-specific wording).
     """
     pp = float(p @ p)
     norm = math.sqrt(pp)
     lr_u = lr * (norm if normalized else pp)
+    # eps / ||p|| below the normal range rounds (5e-324 / 1.09 to 5e-324, to 0 for ||p|| > 2):
+    # the loop on W keeps eps itself
     if not (1e-150 < pp < 1e150 and sys.float_info.min < lr_u < math.inf
-            and eps / norm < math.inf):
+            and sys.float_info.min <= eps / norm < math.inf):
         return None
     U0 = W0 @ p                                                # (B, d)
     if not np.all(np.isfinite(U0)):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import inspect
 
+import re
+
 import numpy as np
 import pytest
 
@@ -178,16 +180,18 @@ def test_the_largest_accepted_tol_works_and_the_first_refused_names_tol(svm):
 @pytest.mark.parametrize("svm", SVM_NAMES)
 def test_a_tol_too_large_for_the_data_names_tol_and_the_largest_that_fits(svm):
     """third = 2.6: the slack constraint's value s = 1.8 is 0.8 from 1, within tol * s at the
-    accepted tol = 0.45: the message names tol and 1/2 over the largest terms, 0.5 / s, with
-    which the call works and gives the support by hand."""
+    accepted tol = 0.45: the message names tol and the bound |s - 1| / s it must stay below; at
+    0.5 / s the call works and gives the support by hand."""
     call, s = _svms(2.6)[svm]
     tol = 0.45
     assert abs(s - 1) > 0.5 and abs(s - 1) <= tol * s      # the premise, by hand
     with pytest.raises(ValueError, match=r"^tol: tol = 0.45 counts as support") as err:
         call(tol)
     assert not isinstance(err.value, mm.IllConditionedError)
+    # the bound is the constraint's |s - 1| / s (tol must stay below it), 0.444 here
+    bound = float(re.search(r"tol must be below ([0-9.e+-]+)", str(err.value)).group(1))
+    assert bound == pytest.approx(abs(s - 1) / s, rel=1e-9)
     fits = 0.5 / s
-    assert f"at most {fits:.3g}" in str(err.value)
     res = call(fits)
     assert list(np.asarray(res.support).reshape(-1)[-2:]) == _support_by_hand(s, fits) == [True, False]
 

@@ -96,7 +96,8 @@ def test_logits_of_the_last_iterate_beyond_float64_are_refused(name, record_ever
                                    record_every=record_every)
     torch_message, compiled_message = both_engines(monkeypatch, call)
     assert compiled_message == torch_message
-    assert torch_message.startswith(f"{name}: the gradient at step 1 is not finite")
+    assert torch_message.startswith(f"{name}: the logits of the iterate after step 1 (the "
+                                    f"last) overflow float64")
     assert "lr = 1e+16 is too large" in torch_message
 
 
