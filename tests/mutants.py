@@ -1024,6 +1024,19 @@ MUTANTS = [
            "            return float(values[0]), vectors[:, 0]\n        from scipy",
            "            return float(values[-1]), vectors[:, -1]\n        from scipy",
            ("test_bad_inputs_r4b.py", "test_keyquery.py")),
+    # --- round four, g ---
+    Mutant("book/ch03.py", "settle: progress counts the runs still active as settled",
+           "f\"{len(P) - len(active)} of {len(P)} runs settled\"",
+           "f\"{len(active)} of {len(P)} runs settled\"",
+           ("test_ch03_helpers.py",)),
+    Mutant("book/ch03.py", "settle: progress printed whether asked or not",
+           "        if progress:\n            print(f\"settle:",
+           "        if True:\n            print(f\"settle:",
+           ("test_ch03_helpers.py",)),
+    Mutant("book/ch07.py", "factor_study: no progress line after each batch of runs",
+           "        if progress:\n            print(f\"factor_study: {steps:,}",
+           "        if False:\n            print(f\"factor_study: {steps:,}",
+           ("test_ch07_helpers.py",)),
 ]
 
 
