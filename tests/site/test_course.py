@@ -511,16 +511,14 @@ def documented_installs(packs: Path) -> dict[str, tuple[list[list[str]], Path, s
     """name -> (pip arguments, folder they run in, modules needed beyond the notebooks')."""
     student = packs / "student"
     graded = next((packs / "nbgrader" / "source").iterdir())
-    return {
-        "teaching.md (JupyterHub)": (pip_lines(bash_block(
-            TEACHING.read_text(), "On a JupyterHub with nbgrader", "nbgrader=="), packs.parent),
-            {"nbgrader", "ipykernel"}),
-        "student README": (pip_lines(bash_block(
-            (student / "README.md").read_text(), "## Install"), student), {"jupyterlab"}),
-        "nbgrader README": (pip_lines(bash_block(
-            (packs / "nbgrader" / "README.md").read_text(), "grading environment", "nbgrader=="),
-            graded), {"nbgrader", "ipykernel"}),
-    }
+    teaching = bash_block(TEACHING.read_text(), "On a JupyterHub with nbgrader", "nbgrader==")
+    students = bash_block((student / "README.md").read_text(), "## Install")
+    grading = bash_block((packs / "nbgrader" / "README.md").read_text(), "grading environment",
+                         "nbgrader==")
+    return {"teaching.md (JupyterHub)": (pip_lines(teaching, packs.parent),
+                                         packs.parent, {"nbgrader", "ipykernel"}),
+            "student README": (pip_lines(students, student), student, {"jupyterlab"}),
+            "nbgrader README": (pip_lines(grading, graded), graded, {"nbgrader", "ipykernel"})}
 
 
 @pytest.fixture(scope="module")
