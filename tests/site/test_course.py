@@ -441,6 +441,9 @@ def pip_lines(lines: list[str], cwd: Path) -> list[list[str]]:
             continue
         line = re.sub(r"\$\{?(\w+)\}?", lambda m: names.get(m[1], m[0]), line)
         words = shlex.split(line, comments=True)
+        # an unquoted glob (course/student/maxmargin-*.whl), as the shell expands it
+        words = [str(next(iter(sorted(cwd.glob(w))), w)) if "*" in w and "[" not in w else w
+                 for w in words]
         if words[:2] == ["pip", "install"] and "--index-url" not in words:
             out.append(words[2:])
     assert out, f"no pip install line in {lines}"
@@ -598,6 +601,12 @@ def documented_venv(graded_packs, tmp_path_factory) -> Path:
             if top in ("..", "__pycache__") or top.endswith(".pth") or (linked / top).exists():
                 continue
             (linked / top).symlink_to(dist.locate_file(top))
+        for entry in dist.entry_points.select(group="console_scripts"):   # alembic, jupyter...
+            module, _, attr = entry.value.partition(":")
+            script = venv / "bin" / entry.name
+            script.write_text(f"#!{python}\nimport sys\nfrom {module} import {attr.split('.')[0]}"
+                              f"\nsys.exit({attr.strip()}())\n")
+            script.chmod(0o755)
     (site / "zz_documented.pth").write_text(f"{linked}\n")
     wheel = wheel_of(graded_packs / "student")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
