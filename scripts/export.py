@@ -462,22 +462,28 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     ``nb``: a notebook as :func:`bookutils.read_notebook` reads a page; ``docname``: its page
     (``"chapters/03-gd-to-svm"``); ``values``: its glued values (:func:`glue_values`), plus
     ``"<docname>::<key>"`` entries for values quoted from other pages;
-    ``notebook_dir_map``: docname -> link to that page's notebook, relative to this one
-    (default: ``<stem>.ipynb`` for every exported page; pages not in the map link to their
-    source in the repository). Cells keep their order, type, metadata and code; a markdown
-    cell stays one cell (dropped only when nothing is left of it and it has no metadata).
+    ``notebook_dir_map``: docname -> link to that page's notebook, relative to this one, for
+    notebooks that travel together (a course pack); pages not in the map (default: every page)
+    link to the page on the site (``html: baseurl``), else to their source in the repository.
+    Cells keep their order, type and code; a markdown cell stays one cell (dropped only when
+    nothing is left of it and it has no metadata), except that a solution is cut out of it
+    into a cell of its own: solutions are folded away (:func:`_solutions_apart`).
     A figure code cell is followed by a new markdown cell with its number
     and caption, and the citations become a last markdown cell with the reference list.
     Raises :class:`ExportError` (a ``ValueError``) on a construct it cannot convert or a
     glued value missing from ``values``.
     """
-    conv = _Converter(docname, values, notebook_dir_map, root)
+    # a notebook is often downloaded alone: links to other pages open the site, not a sibling
+    conv = _Converter(docname, values, {} if notebook_dir_map is None else notebook_dir_map, root)
     new = copy.deepcopy(nb)
+    new.cells = _solutions_apart(new)
     cells = []
     figures = 0
     for cell in new.cells:
         if cell.cell_type == "markdown":
             cell.source = _tidy(conv.convert(cell.source))
+            if cell.metadata.get("export", {}).get("solution"):
+                cell.source = _folded(cell.source)
             if not cell.source.strip() and not cell.metadata:
                 continue          # a cell that held only gates, targets or comments
         cells.append(cell)
@@ -498,6 +504,57 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     new.cells = cells
     new.metadata.setdefault("export", {})["glue"] = conv.used_glue
     return new
+
+
+SOLUTION_SUMMARY = "Show the solution"
+
+
+def _solutions_apart(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The cells of ``nb`` with each solution folded away, as the site's closed dropdown: its
+    Markdown a cell of its own (metadata ``export.solution``, wrapped by :func:`_folded` in a
+    ``<details>`` block after the heading), its code cells' source collapsed
+    (``jupyter.source_hidden`` for JupyterLab, Notebook 7 and VS Code; ``cellView: form`` for
+    Colab). The rest of a cut Markdown cell stays one cell per side of the solution."""
+    from gates import pieces
+
+    cells: list[nbformat.NotebookNode] = []
+    last, headed = None, set()
+    for piece in pieces(nb):
+        cell, solution = piece.cell, piece.role.startswith("solution")
+        if solution and piece.label not in headed:   # the heading: from the gate, as on the site
+            headed.add(piece.label)
+            gate = f"```{{solution-start}} {piece.label}\n```"
+            if cell.cell_type == "markdown" and not re.match(r"\s*(`{3,}|:{3,})\s*\{solution",
+                                                             cell.source):
+                cell.source = gate + "\n\n" + cell.source
+            elif cell.cell_type == "code":
+                cells.append(nbformat.v4.new_markdown_cell(
+                    gate, metadata={"export": {"solution": piece.label}}))
+                last = (cells[-1], (piece.origin, True))
+        if solution:
+            cell.metadata.setdefault("export", {})["solution"] = piece.label
+            if cell.cell_type == "code":
+                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+                cell.metadata["cellView"] = "form"
+        if (last is not None and cell.cell_type == "markdown" == last[0].cell_type
+                and last[1] == (piece.origin, solution)):
+            last[0].source += "\n" + cell.source   # the text of one chapter cell stays one cell
+            continue
+        cells.append(cell)
+        last = (cell, (piece.origin, solution))
+    return cells
+
+
+def _folded(text: str) -> str:
+    """A solution's converted Markdown: its heading, then the rest inside ``<details>`` (a
+    closed block that JupyterLab, Colab, VS Code and GitHub show on a click)."""
+    head, _, body = text.partition("\n")
+    if not head.startswith("#"):
+        head, body = "", text
+    body = body.strip("\n")
+    folded = (f"<details>\n<summary>{SOLUTION_SUMMARY}</summary>\n\n{body}\n\n</details>"
+              if body else "")
+    return "\n\n".join(part for part in (head, folded) if part)
 
 
 def _tidy(text: str) -> str:

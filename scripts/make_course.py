@@ -8,7 +8,8 @@ holds nothing that this script did not write (its manifest `.course-pack.json` l
     OUTDIR/student/      the chapters without solutions, a README for students, the wheel
     OUTDIR/instructor/   the chapters complete, the same README and wheel
     OUTDIR/nbgrader/     an nbgrader course folder: source/<chapter>/<chapter>.ipynb (one
-                         assignment per chapter, with the README and wheel) and a README
+                         assignment per chapter, with the README and wheel), a README and
+                         nbgrader_config.py (the per-cell timeout of autograde)
 
 Every notebook goes through the same steps: read the chapter (MyST, jupytext), the pack's
 transform (student / instructor / nbgrader, on the MyST exercise gates), the MyST-free export
@@ -36,6 +37,8 @@ from pins import constraints
 from nbgrader_source import lock_unmarked, nbgrader_notebook
 
 MANIFEST = ".course-pack.json"
+# nbgrader's settings for grading the packs (its per-cell timeout), shipped in nbgrader/.
+NBGRADER_CONFIG = "nbgrader_config.py"
 TEMPLATES = Path(__file__).parent / "course_templates"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Folders Jupyter and Python create next to notebooks that are opened or run: safe to delete.
@@ -175,7 +178,10 @@ def readme(kind: str, titles: dict[str, str], wheel: Path, root: Path = ROOT) ->
     """The students' README of a pack: kind is "student", "instructor" or "nbgrader"."""
     python = _project(root)["requires-python"].removeprefix(">=")
     listing = "\n".join(f"- `{stem}.ipynb`: {title}" for stem, title in titles.items())
-    checks = render("checks-nbgrader.md" if kind == "nbgrader" else "checks-notebook.md")
+    follows = {"student": "A check cell follows it",
+               "instructor": "A check cell follows (in this pack, after the solution)"}
+    checks = (render("checks-nbgrader.md") if kind == "nbgrader" else
+              render("checks-notebook.md", check_follows=follows[kind]))
     solutions = {"student": "The solutions are not included.",
                  "instructor": "This is the instructor's pack: every solution is included.",
                  "nbgrader": "Your instructor grades the exercises with nbgrader."}[kind]
@@ -255,7 +261,9 @@ def make_course(outdir: Path, chapters: list[Path], root: Path = ROOT) -> list[s
                 write(f"{pack}/constraints.txt", root / "constraints.txt")
             write("nbgrader/README.md", render(
                 "README-nbgrader.md", assignments=", ".join(f"`{s}`" for s in titles),
-                first=next(iter(titles))))
+                first=next(iter(titles)), wheel=wheel.name, torch_pin=torch_pin(root),
+                torch_index=TORCH_CPU_INDEX))
+            write(f"nbgrader/{NBGRADER_CONFIG}", TEMPLATES / NBGRADER_CONFIG)
             in_pack = {docname_of(path, root): f"{path.stem}.ipynb" for path in notebooks}
             for path, nb in notebooks.items():
                 for pack, transform in TRANSFORMS.items():

@@ -1110,6 +1110,19 @@ MUTANTS = [
            "        r = (top - k * LN2_HI) - k * LN2_LO",
            "        r = top - k * np.log(2.0)",
            ("test_review_r4.py",)),
+    # --- round four, g ---
+    Mutant("book/ch03.py", "settle: progress counts the runs still active as settled",
+           "f\"{len(P) - len(active)} of {len(P)} runs settled\"",
+           "f\"{len(active)} of {len(P)} runs settled\"",
+           ("test_ch03_helpers.py",)),
+    Mutant("book/ch03.py", "settle: progress printed whether asked or not",
+           "        if progress:\n            print(f\"settle:",
+           "        if True:\n            print(f\"settle:",
+           ("test_ch03_helpers.py",)),
+    Mutant("book/ch07.py", "factor_study: no progress line after each batch of runs",
+           "        if progress:\n            print(f\"factor_study: {steps:,}",
+           "        if False:\n            print(f\"factor_study: {steps:,}",
+           ("test_ch07_helpers.py",)),
 ]
 
 

@@ -319,3 +319,25 @@ def test_plot_helpers_draw_and_validate():
     with pytest.raises(ValueError, match="values: expected shape"):
         plots.quantile_curves(axes[2], xs, np.zeros(4))
     plt.close(fig)
+
+
+def test_settle_prints_a_line_per_round_only_when_asked(capsys):
+    """The chapter's long settle cell shows progress: one stdout line per round, with the steps
+    done and the runs settled by then (counted here from settled_by), nothing on stderr, and
+    nothing at all without ``progress``. Bugs caught: a silent long cell (issue: 93 s with no
+    output), a count of the runs still active printed as settled, a line before the round."""
+    inst = mm.data.fig1(variant="b")
+    starts = np.array([[2.0, 0.0, 0.0], [4.0, 0.0, 0.0], [0.0, -1.5, 0.0], [0.0, 1.0, 0.0]])
+    quiet = ch03.settle(inst, starts, 200, 3200)
+    assert capsys.readouterr() == ("", "")
+    found = ch03.settle(inst, starts, 200, 3200, progress=True)
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert np.array_equal(found.tokens, quiet.tokens)
+    rounds = [200, 800, 3200]
+    expected = []
+    for done in rounds[:len(out.splitlines())]:
+        settled = sum(1 for b in found.settled_by if 0 < b <= done)
+        expected.append(f"settle: {done:,} of at most 3,200 steps, {settled} of 4 runs settled")
+    assert out.splitlines() == expected
+    assert len(expected) >= 2 and "800" in out    # x2's start from (2, 0, 0) settles after 200

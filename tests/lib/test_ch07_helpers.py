@@ -74,3 +74,22 @@ def test_width_panel_respects_the_rank_bound():
     assert c_nuc <= bound + 1e-12
     with pytest.raises(ValueError, match="^m"):
         ch07.width_panel(ax, m=0)
+
+
+def test_factor_study_prints_a_line_per_stage_only_when_asked(capsys):
+    """The chapter's factor_study(100, ...) cell shows progress: a stdout line after each batch
+    of runs (three: W, the two m = d settings together, m = 1) and after each setting's SVMs,
+    nothing on stderr, the same study, and nothing printed without ``progress``. Bug caught: a
+    silent long cell (the issue's chapter 7 cell timed out under nbgrader with no output)."""
+    quiet = ch07.factor_study(2, steps=1000, seed=3)
+    assert capsys.readouterr() == ("", "")
+    loud = ch07.factor_study(2, steps=1000, seed=3, progress=True)
+    out, err = capsys.readouterr()
+    assert err == "" and loud.summary == quiet.summary
+    lines = out.splitlines()
+    assert lines[:3] == ["factor_study: 1,000 steps of 2 runs done (W, 0.01)",
+                         "factor_study: 1,000 steps of 4 runs done ((K, Q) m=d, 0.01, "
+                         "(K, Q) m=d, 1)",
+                         "factor_study: 1,000 steps of 2 runs done ((K, Q) m=1, 0.01)"]
+    names = [name for name, _, _ in ch07.SETTINGS]
+    assert [line.split("setting ")[1].split(", done")[0] for line in lines[3:]] == names

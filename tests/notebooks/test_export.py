@@ -37,7 +37,10 @@ def test_cells_keep_order_type_metadata_and_code(first):
     source = read_notebook(MINI / "chapters/01-first.md")
     code_in = [(c.source, c.metadata) for c in source.cells if c.cell_type == "code"]
     code_out = [(c.source, c.metadata) for c in first.cells if c.cell_type == "code"]
-    assert code_out == code_in
+    # the solution's code cell only gains what collapses it (JupyterLab, VS Code; Colab)
+    folded = {"export": {"solution": "ex-01-compute"}, "jupyter": {"source_hidden": True},
+              "cellView": "form"}
+    assert code_out == [(s, folded if s == "def f():\n    return 1" else m) for s, m in code_in]
     tagged = source.cells[1]
     tagged.metadata["nbgrader"] = {"grade": True, "points": 2}
     out = export.plain_notebook(source, "chapters/01-first", VALUES, root=MINI)
@@ -49,9 +52,11 @@ def test_cells_keep_order_type_metadata_and_code(first):
 def test_every_construct_becomes_plain_markdown(first):
     text = markdown(first)
     expected = [
-        # admonition: a bold title and a blockquote; {doc} a link to the sibling notebook;
+        # admonition: a bold title and a blockquote; {doc} a link to the page (no site here:
+        # its source in the repository), never a sibling notebook that a download lacks;
         # {ref} to a page that is not a notebook: its source in the repository, at the heading
-        "**In this chapter**\n\n> - **Prerequisites** [The second chapter](02-second.ipynb), "
+        "**In this chapter**\n\n> - **Prerequisites** [The second chapter]"
+        "(https://github.com/example/minibook/blob/trunk/chapters/02-second.md), "
         "[the times](https://github.com/example/minibook/blob/trunk/chapters/appendix-notes.md"
         "#times-of-the-chapters).",
         # citations: author-year labels, two 2020 papers of Smith et al. kept apart
@@ -70,7 +75,9 @@ def test_every_construct_becomes_plain_markdown(first):
         "**Warning**\n\n> Careful with (1.1).",
         "**More**\n\n> Hidden text.",
         "### Exercise 1.1: Compute it\n\nWrite `f`.",
-        "#### Solution to Exercise 1.1\n\nReturn one.",
+        # the solution folded away, as the site's closed dropdown
+        "#### Solution to Exercise 1.1\n\n<details>\n<summary>Show the solution</summary>\n\n"
+        "Return one.\n\n</details>",
         "```python\n# a plain code block keeps its {doc}`syntax`\n```",
         "## References\n\n- **[Smith et al. 2020a]** Ann Smith, Bob Jones, Cy Lee. *A First "
         "Paper*. Proceedings of Something, 2020. <https://example.org/first>\n"
@@ -94,16 +101,21 @@ def test_glue_formats_match_python_format():
         assert export.format_glue(text, spec) == format(value, spec)
 
 
-def test_references_across_pages_link_the_sibling_notebook():
+def test_references_across_pages_link_the_page_not_a_sibling_notebook():
+    """A notebook is often downloaded alone: links to other pages go to the page (here, with
+    no site, its source), to a sibling notebook only when the caller says it lies beside (a
+    course pack). Bug caught: every export linked `01-first.ipynb`, dead in a download."""
     text = markdown(convert("chapters/02-second",
                             {"chapters/01-first::01-x": "0.123456"}))
-    assert ("As [Definition 1.1 (A thing)](01-first.ipynb) in [The first chapter]"
-            "(01-first.ipynb) and [(1.1)](01-first.ipynb) there; [Fig. 1.1](01-first.ipynb)."
+    first = "https://github.com/example/minibook/blob/trunk/chapters/01-first.md"
+    assert (f"As [Definition 1.1 (A thing)]({first}) in [The first chapter]"
+            f"({first}) and [(1.1)]({first}) there; [Fig. 1.1]({first})."
             "\nQuoted: 0.12.") in text
     assert "**Definition 2.1 (Other).**" in text
     intro = markdown(convert("intro", {}))
-    assert ("Start with [The first chapter](01-first.ipynb), or "
-            "[the second one](02-second.ipynb).") in intro
+    assert (f"Start with [The first chapter]({first}), or [the second one]"
+            "(https://github.com/example/minibook/blob/trunk/chapters/02-second.md).") in intro
+    assert ".ipynb" not in text + intro
     mapped = markdown(export.plain_notebook(
         read_notebook(MINI / "intro.md"), "intro", {}, root=MINI,
         notebook_dir_map={"chapters/01-first": "pack/first.ipynb"}))
@@ -278,7 +290,8 @@ def test_site_links_substitutions_and_links_to_page_sources(tmp_path):
 
     assert export_cell(source) == (
         "See [the notes](https://example.github.io/minibook/chapters/appendix-notes.html"
-        "#times-of-the-chapters), [two](02-second.ipynb), [the times](https://example.github.io"
+        "#times-of-the-chapters), [two](https://example.github.io/minibook/chapters/"
+        "02-second.html), [the times](https://example.github.io"
         "/minibook/chapters/appendix-notes.html#notes-times) and "
         "(<https://example.org/r>); `{{ kept }}` stays, so do $\\hat{{p}}$, `[x](missing.md)` "
         "and <https://example.org/{{kept}}>.")

@@ -406,6 +406,215 @@ def test_wheel_installs_into_a_fresh_venv(wheel_venv):
         assert wheel_venv in path.parents and ROOT not in path.parents, path
 
 
+# ----------------------------------------------------------------------------- install lines
+# The documented install lines are checked by resolving them with pip against the package index
+# (`pip install --dry-run --report`: the exact set of distributions a user's pip would install,
+# without downloading the 1.9 GB), and the nbgrader round trip runs in an environment that holds
+# only that set (linked from this test environment, which has the book's pins).
+
+TEACHING = ROOT / "chapters" / "teaching.md"
+
+
+def bash_block(text: str, after: str = "", containing: str = "") -> list[str]:
+    """The lines of the first ```bash block after the text ``after`` that contains
+    ``containing``."""
+    for block in re.findall(r"```bash\n(.*?)```", text[text.index(after):], re.S):
+        if containing in block:
+            return block.splitlines()
+    raise AssertionError(f"no bash block with {containing!r} after {after!r}")
+
+
+def pip_lines(lines: list[str], cwd: Path) -> list[list[str]]:
+    """The arguments of each `pip install` line, as the shell gives them in ``cwd``: comments
+    dropped, `NAME=$(ls GLOB)` lines evaluated (exactly one match), $NAME substituted. The
+    CPU-only torch line (an --index-url of its own) is left out: the resolution of the other
+    lines includes the pinned torch."""
+    import shlex
+
+    names, out = {}, []
+    for line in lines:
+        assigned = re.fullmatch(r"\s*(\w+)=\$\(ls ([^)\s]+)\)\s*", line)
+        if assigned:
+            found = sorted(cwd.glob(assigned[2]))
+            assert len(found) == 1, f"{line}: {found}"
+            names[assigned[1]] = str(found[0])
+            continue
+        line = re.sub(r"\$\{?(\w+)\}?", lambda m: names.get(m[1], m[0]), line)
+        words = shlex.split(line, comments=True)
+        # an unquoted glob (course/student/maxmargin-*.whl), as the shell expands it
+        words = [str(next(iter(sorted(cwd.glob(w))), w)) if "*" in w and "[" not in w else w
+                 for w in words]
+        if words[:2] == ["pip", "install"] and "--index-url" not in words:
+            out.append(words[2:])
+    assert out, f"no pip install line in {lines}"
+    return out
+
+
+_resolved: dict = {}
+
+
+def resolve(args: list[str], cwd: Path) -> dict[str, str]:
+    """canonical name -> version of every distribution ``pip install <args>`` would install
+    into an empty environment (pip resolves against the index and installs nothing)."""
+    from packaging.utils import canonicalize_name
+
+    key = (tuple(args), str(cwd))
+    if key not in _resolved:
+        report = cwd / ".." / f"report-{len(_resolved)}.json"
+        run = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--quiet",
+                              "--ignore-installed", "--report", str(report), *args],
+                             cwd=cwd, capture_output=True, text=True, env=clean_env())
+        assert run.returncode == 0, f"pip cannot resolve {args}:\n{run.stderr[-3000:]}"
+        items = json.loads(report.read_text())["install"]
+        _resolved[key] = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+                          for i in items}
+    return _resolved[key]
+
+
+def imported_modules(sources: list[str]) -> set[str]:
+    """Top-level modules imported by the code ``sources`` and, through maxmargin, by every
+    module of the library they import (anywhere in a file: lazy imports run too)."""
+    found, seen, todo = set(), set(), list(sources)
+    while todo:
+        source = "\n".join(line for line in todo.pop().splitlines()
+                           if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                found.add(name.split(".")[0])
+                if name.startswith("maxmargin") and name not in seen:
+                    seen.add(name)
+                    path = ROOT / "lib" / Path(*name.split("."))
+                    for file in (path.with_suffix(".py"), path / "__init__.py"):
+                        if file.is_file():
+                            todo.append(file.read_text())
+                    if path.is_dir():   # a package imported whole: its modules too
+                        todo += [f.read_text() for f in path.glob("*.py")]
+    return found - set(sys.stdlib_module_names) - {"maxmargin"}
+
+
+def missing_from(resolved: dict[str, str], modules: set[str]) -> list[str]:
+    """The modules no distribution of ``resolved`` provides (by this environment's map)."""
+    from importlib.metadata import packages_distributions
+    from packaging.utils import canonicalize_name
+
+    provides = packages_distributions()
+    unknown = sorted(m for m in modules if m not in provides)
+    assert not unknown, f"modules this test environment does not have: {unknown}"
+    return sorted(m for m in modules
+                  if not {canonicalize_name(d) for d in provides[m]} & set(resolved))
+
+
+def documented_installs(packs: Path) -> dict[str, tuple[list[list[str]], Path, set[str]]]:
+    """name -> (pip arguments, folder they run in, modules needed beyond the notebooks')."""
+    student = packs / "student"
+    graded = next((packs / "nbgrader" / "source").iterdir())
+    teaching = bash_block(TEACHING.read_text(), "On a JupyterHub with nbgrader", "nbgrader==")
+    students = bash_block((student / "README.md").read_text(), "## Install")
+    grading = bash_block((packs / "nbgrader" / "README.md").read_text(), "grading environment",
+                         "nbgrader==")
+    return {"teaching.md (JupyterHub)": (pip_lines(teaching, packs.parent),
+                                         packs.parent, {"nbgrader", "ipykernel"}),
+            "student README": (pip_lines(students, student), student, {"jupyterlab"}),
+            "nbgrader README": (pip_lines(grading, graded), graded, {"nbgrader", "ipykernel"})}
+
+
+@pytest.fixture(scope="module")
+def course_dir(packs) -> Path:
+    """The packs as `course/` (teaching.md's lines name course/student/...)."""
+    course = packs.parent / "course"
+    if not course.exists():
+        course.symlink_to(packs, target_is_directory=True)
+    return course
+
+
+@pytest.mark.parametrize("doc", ["teaching.md (JupyterHub)", "student README", "nbgrader README"])
+def test_documented_install_lines_bring_what_the_notebooks_import(doc, course_dir):
+    """Each documented install line, resolved by pip against the index, brings a distribution
+    for every module the pack notebooks import (and the library modules they import, lazily
+    too), and the tools the line is for. Bug caught: teaching.md's JupyterHub line installed
+    the wheel without [book] (no Matplotlib, no myst-nb: autograde gave the chapter 7 solution
+    1 of 2 points with 26 errors)."""
+    args, cwd, tools = documented_installs(course_dir)[doc]
+    notebooks = sorted((course_dir / "instructor").glob("*.ipynb"))
+    modules = imported_modules([c.source for p in notebooks for c in load(p).cells
+                                if c.cell_type == "code"]) | tools
+    assert {"matplotlib", "myst_nb", "numpy", "torch"} <= modules, modules
+    resolved = {}
+    for line in args:
+        resolved |= resolve(line, cwd)
+    assert "maxmargin" in resolved, f"{doc}: the line does not install the wheel"
+    missing = missing_from(resolved, modules)
+    assert not missing, f"{doc}: `pip install {' '.join(args[0])}` leaves out {missing}"
+
+
+def test_every_inline_install_of_the_wheel_has_the_book_extra():
+    """Prose that tells a reader how to install the pack's wheel (README.md, teaching.md, the
+    pack READMEs' templates) installs it with [book]. Bug caught: README's course-pack line
+    `pip install maxmargin-*.whl` (no Matplotlib for the notebooks)."""
+    texts = {p: p.read_text() for p in [ROOT / "README.md", TEACHING,
+                                        *(ROOT / "scripts" / "course_templates").glob("*.md")]}
+    lines = [(p.name, m[0]) for p, text in texts.items()
+             for m in re.finditer(r"pip install[^`\n]*(?:maxmargin|\$wheel)[^`\n]*", text)]
+    assert len(lines) >= 4, lines
+    bare = [line for line in lines if "[book]" not in line[1]]
+    assert not bare, bare
+
+
+@pytest.fixture(scope="module")
+def documented_venv(graded_packs, tmp_path_factory) -> Path:
+    """A fresh virtual environment holding only what teaching.md's JupyterHub lines install:
+    the pack's wheel installed by the venv's pip, and each other distribution pip resolves those
+    lines to, linked from this test environment (same pins, no 1.9 GB download). A package the
+    lines leave out (Matplotlib without [book]) is missing there, as on the hub."""
+    from importlib.metadata import distributions
+    from packaging.utils import canonicalize_name
+
+    base = tmp_path_factory.mktemp("documented")
+    course = base / "course"
+    course.symlink_to(graded_packs, target_is_directory=True)
+    args = pip_lines(bash_block(TEACHING.read_text(), "On a JupyterHub with nbgrader",
+                                "nbgrader=="), base)
+    resolved = {}
+    for line in args:
+        resolved |= resolve(line, base)
+    venv = base / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   env=clean_env())
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig."
+                                "get_paths()['purelib'])"], check=True, capture_output=True,
+                               text=True, env=clean_env()).stdout.strip())
+    linked = base / "linked"
+    linked.mkdir()
+    here = {canonicalize_name(d.metadata["Name"]): d for d in distributions()}
+    for name in resolved:
+        if name == "maxmargin" or name not in here:
+            continue    # the wheel is installed below; a drifted unpinned extra is left out
+        dist = here[name]
+        for top in {Path(f).parts[0] for f in dist.files or []}:
+            if top in ("..", "__pycache__") or top.endswith(".pth") or (linked / top).exists():
+                continue
+            (linked / top).symlink_to(dist.locate_file(top))
+        for entry in dist.entry_points.select(group="console_scripts"):   # alembic, jupyter...
+            module, _, attr = entry.value.partition(":")
+            script = venv / "bin" / entry.name
+            script.write_text(f"#!{python}\nimport sys\nfrom {module} import {attr.split('.')[0]}"
+                              f"\nsys.exit({attr.strip()}())\n")
+            script.chmod(0o755)
+    (site / "zz_documented.pth").write_text(f"{linked}\n")
+    wheel = wheel_of(graded_packs / "student")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                    "--no-deps", "--no-index", str(wheel)], check=True, cwd=base,
+                   env=clean_env())
+    return venv
+
+
 # ----------------------------------------------------------------------------- nbgrader
 
 def require_nbgrader() -> None:
@@ -427,8 +636,7 @@ def nbgrader(course: Path, venv: Path, *args: str) -> str:
         (kernels / "kernel.json").write_text(json.dumps({
             "argv": [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f",
                      "{connection_file}"], "display_name": "Python 3", "language": "python"}))
-    path = os.pathsep.join([str(venv / "bin"), str(Path(sys.executable).parent),
-                            os.environ.get("PATH", "")])
+    path = os.pathsep.join([str(venv / "bin"), os.environ.get("PATH", "")])
     env = clean_env(PATH=path, JUPYTER_PATH=str(course.parent / "jupyter"),
                     JUPYTER_CONFIG_DIR=str(course.parent / "config"))
     run = subprocess.run([str(venv / "bin" / "python"), "-m", "nbgrader", *args], cwd=course,
@@ -443,19 +651,20 @@ def errors(nb) -> dict[str, str]:
             if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"}
 
 
-def test_nbgrader_round_trip(graded_packs, wheel_venv, tmp_path):
+def test_nbgrader_round_trip(graded_packs, documented_venv, tmp_path):
     """nbgrader generate_assignment, then autograde of the instructor's notebook (full marks)
     and of the untouched student version (zero on every exercise, no error anywhere else),
     read from nbgrader's gradebook; the student version is the student pack's notebook."""
     require_nbgrader()
     from nbgrader.api import Gradebook
 
+    wheel_venv = documented_venv
     course = tmp_path / "course"
     shutil.copytree(graded_packs / "nbgrader" / "source", course / "source")
-    # nbgrader's per-cell timeout is 30 s; give the book's hang guard (a loaded machine must pass).
+    # the pack's own settings (its per-cell timeout), as the nbgrader README has instructors do
+    shipped = (graded_packs / "nbgrader" / "nbgrader_config.py").read_text()
     (course / "nbgrader_config.py").write_text(
-        'c = get_config()\nc.CourseDirectory.course_id = "maxmargin"\n'
-        "c.Execute.timeout = 1200\n")
+        shipped + '\nc.CourseDirectory.course_id = "maxmargin"\n')
     nbgrader(course, wheel_venv, "generate_assignment", "*", "--force")
     names = [p.stem for p in GRADED]
     for name in names:
@@ -506,3 +715,28 @@ def test_nbgrader_round_trip(graded_packs, wheel_venv, tmp_path):
             assert set(failed) <= exercise_cells, f"a cell outside the exercises failed: {failed}"
             assert {k for k, v in failed.items() if v == "NotImplementedError"} == {
                 g for g in exercise_cells if g.endswith("-check")}, failed
+
+
+def test_pack_readmes_say_what_each_pack_holds_and_costs(packs):
+    """The student README does not send students to a solution it lacks, and says the install
+    size and the longest chapter's time; the nbgrader pack ships nbgrader_config.py with a
+    per-cell timeout between the slowest cell under load (93 s) with margin and the book's hang
+    guard (1200 s), and its README says so. Bugs caught: "(in the instructor's pack, after the
+    solution)" in the student pack, "a chapter takes about a minute at most", no config."""
+    student = (packs / "student" / "README.md").read_text()
+    instructor = (packs / "instructor" / "README.md").read_text()
+    assert "instructor" not in student and "after the solution" in instructor
+    assert "1.9 GB" in student and "about a minute at most" not in student
+    assert "chapter 3" in student and "print" in student
+    namespace: dict = {}
+
+    class Config:
+        class Execute:
+            timeout = 30
+        CourseDirectory = None
+
+    config = Config()
+    exec((packs / "nbgrader" / "nbgrader_config.py").read_text(),
+         {"get_config": lambda: config}, namespace)
+    assert 3 * 93 <= config.Execute.timeout <= 1200, config.Execute.timeout
+    assert "nbgrader_config.py" in (packs / "nbgrader" / "README.md").read_text()

@@ -112,13 +112,15 @@ class Settling:
 
 
 def settle(inst, p0, steps: int, max_steps: int, *, lr: float = 0.1, eps: float = 1e-9,
-           growth: int = 4) -> Settling:
+           growth: int = 4, progress: bool = False) -> Settling:
     """Normalized GD (``lr``, ``eps``) from each start of ``p0`` (B, d) on a Fig. 1-family
     instance, classified by :func:`settled_tokens` after ``steps`` steps; the runs not settled
     then are continued, alone, each round ending at ``growth`` times the steps of the last
     (``steps``, then 4 ``steps``, 16 ``steps``, ...), until they settle or ``max_steps`` steps
     in all. Each round is one batched ``mm.gd`` call that records only its last iterate; a
-    settled run is not continued, since by :func:`settled_tokens` its token is final."""
+    settled run is not continued, since by :func:`settled_tokens` its token is final.
+    ``progress``: print a line on stdout after each round (steps so far, runs settled), for
+    the long calls of the chapter."""
     fig1_family_score(inst)
     P = np.atleast_2d(_checks.as_float_array(p0, "p0")).copy()
     if P.ndim != 2 or P.shape[1] != inst.X.shape[-1]:
@@ -146,6 +148,9 @@ def settle(inst, p0, steps: int, max_steps: int, *, lr: float = 0.1, eps: float 
         tokens[active[hit]] = now[hit]
         settled_by[active[hit]] = done
         active = active[~hit]
+        if progress:
+            print(f"settle: {done:,} of at most {max_steps:,} steps, "
+                  f"{len(P) - len(active)} of {len(P)} runs settled", flush=True)
         chunk = done * (growth - 1)       # the next round ends at growth times this one
     return Settling(tokens, settled_by, P, leading, tuple(checked))
 

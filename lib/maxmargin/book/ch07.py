@@ -301,10 +301,11 @@ def _cos(A, B) -> np.ndarray:
 
 
 def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int = 2000,
-                 seed: int = 0) -> FactorStudy:
+                 seed: int = 0, progress: bool = False) -> FactorStudy:
     """Normalized GD (step 0.1, eps 1e-300) on ``count`` instances of
     :func:`maxmargin.data.query_instance` (seeds 1000 + j) in the four settings of ``SETTINGS``;
-    verdicts at the selection each run ranks first at the last step."""
+    verdicts at the selection each run ranks first at the last step. ``progress``: print a
+    line on stdout after each stage (each batch of runs, each setting's SVMs)."""
     count = _checks.positive_int(count, "count")
     steps = _checks.positive_int(steps, "steps", minimum=1000)
     insts = [data.query_instance(n, T, d, seed=1000 + j) for j in range(count)]
@@ -336,6 +337,9 @@ def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int =
         W_all = run.W[-2:]                                    # (2, reps count, d, d)
         for r, n_ in enumerate(names):
             runs_W[n_] = (W_all[:, r * count:(r + 1) * count], run.K.shape[-1])
+        if progress:
+            print(f"factor_study: {steps:,} steps of {reps * count} runs done "
+                  f"({', '.join(names)})", flush=True)
     for name, width, scale in SETTINGS:
         Ws, m = runs_W[name]
         res, gap_row, moved_row = [], [], []
@@ -354,6 +358,9 @@ def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int =
             own = cn if cn[-1] > cf[-1] else cf
             moved_row.append(float(own[-1] - own[-2]))
         rows[name], gaps[name], moved[name] = res, np.array(gap_row), np.array(moved_row)
+        if progress:
+            print(f"factor_study: the SVMs of {count} instances, setting {name}, done "
+                  f"({len(svms)} pairs solved so far)", flush=True)
     summary = {}
     for name, res in rows.items():
         cf = np.array([r[0] for r in res])
