@@ -128,9 +128,10 @@ HEADINGS = """() => [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
         .forEach(e => e.remove());
     return [Number(h.tagName[1]), copy.textContent.replace(/\\s+/g, ' ').trim()];
   })"""
-# A code cell shorter than a third of a page is kept on one page (CSS cannot test a height).
+# A code cell (or its input, or output) shorter than a third of a page is kept on one page (CSS
+# cannot test a height); a tag_check cell draws its frame on the cell itself.
 KEEP_SHORT_CELLS = """(limit) => {
-  document.querySelectorAll('div.cell_input, div.cell_output').forEach(cell => {
+  document.querySelectorAll('div.cell, div.cell_input, div.cell_output').forEach(cell => {
     if (cell.getBoundingClientRect().height < limit) cell.classList.add('pdf-keep');
   });
 }"""
