@@ -9,6 +9,9 @@ packages) is needed. Before printing, the site's chrome (sidebars, header button
 hidden, the collapsed solutions are opened (an answer key, in place after each exercise) or,
 with ``--no-solutions``, removed (the exercises and their checks stay), and a title page is put
 first: the book's title, authors, version (pyproject.toml's) and release date (CITATION.cff's).
+The PDF's outline (bookmarks) is the book's: parts, chapters, sections (PART_HEADINGS). Printed
+code flows across pages instead of leaving empty frames, and what only works on screen (code
+toggles, copy buttons, live explorers) is left out (PRINT_CSS).
 
 The pages' outputs come from the chapter stage's saved runs when they are current
 (scripts/executed.py), so `make test-chapters` then `make pdf` executes nothing; otherwise the
@@ -42,14 +45,37 @@ PRINT_CSS = """
 .bd-page-width { max-width: 100% !important; }
 .toggle-hidden { display: block !important; visibility: visible !important; height: auto !important; }
 img { max-width: 100% !important; page-break-inside: avoid; }
-div.cell_output, figure, .admonition, .proof { page-break-inside: avoid; }
+figure, .admonition, .proof { page-break-inside: avoid; }
 span[id^="document-"] + section { break-before: page; }   /* each page of the book */
+h1, h2, h3, h4, h5, h6, .admonition-title, p.caption { break-after: avoid; }
 pre { white-space: pre-wrap !important; overflow-wrap: anywhere; font-size: 0.78em !important; }
+/* A scrolling box cannot be split across pages (Chromium moves it whole to the next page),
+   so a code block with overflow:auto left its cell's frame empty at the foot of a page and
+   was clipped when longer than a page: printed code flows line by line; a short cell
+   (marked pdf-keep by KEEP_SHORT_CELLS) stays on one page. */
+pre, div.highlight, div.cell_input, div.cell_output, .figure-scroll { overflow: visible !important; max-height: none !important; }
+div.highlight, div[class*="highlight-"] { break-inside: auto !important; }   /* the theme's avoid */
+pre { orphans: 3; widows: 3; }
+.pdf-keep { break-inside: avoid !important; }
+/* the theme's print header: its title is the title page's, its contents a page of their own;
+   the introduction's title, which the theme hides in print, is shown instead */
+#jb-print-docs-body > h1 { display: none !important; }
+#jb-print-docs-body { break-after: page; }
+.pdf-contents-title { font-size: 2em; margin: 1em 0 0.5em; }
+.bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }
+/* screen-only controls and words: the labels of collapsed code ("Show/Hide code cell
+   source"), copy buttons, the hint to swipe a wide figure, and the live explorers (a widget
+   that runs only in Jupyter, with its note; the paper has the static twin that follows) */
+details.hide > summary, .copybtn, .figure-scroll::after, .cell.tag_live-explorer,
+.admonition:has(+ .cell.tag_live-explorer) { display: none !important; }
+/* the parts of the book (PART_HEADINGS) each on a page of their own */
+h1.pdf-part { break-before: page; break-after: page; text-align: center; padding-top: 30vh;
+              font-size: 2.4em; }
 """
 NO_SOLUTIONS_CSS = ".solution { display: none !important; }"
 TITLE_PAGE_CSS = """
 .pdf-title-page { break-after: page; text-align: center; padding-top: 30vh; }
-.pdf-title-page h1 { font-size: 2.2em; margin-bottom: 0.6em; }
+.pdf-title-page .pdf-title { font-size: 2.2em; font-weight: 600; margin-bottom: 0.6em; }
 .pdf-title-page p { margin: 0.4em 0; }
 .pdf-title-page .pdf-version { font-size: 1.3em; font-weight: 600; margin-bottom: 2em; }
 """
@@ -62,6 +88,52 @@ ADD_TITLE_PAGE = """(html) => {
 OPEN_ALL = """() => {
   document.querySelectorAll('details').forEach(d => { d.open = true; });
   document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+}"""
+# The outline (PDF bookmarks) comes from the headings: the intro's title and the chapters are
+# h1 and h2 in the single page, and the parts of _toc.yml ("Chapters", "Appendices") are no
+# heading at all (Sphinx drops a toctree's caption when it inlines the pages). One h1 per part
+# before its pages makes the outline parts > chapters > sections.
+PART_HEADINGS = """(captions) => {
+  const parts = document.querySelectorAll('.bd-article div.toctree-wrapper');
+  if (parts.length !== captions.length)
+    return `${parts.length} toctrees in the page for ${captions.length} parts of _toc.yml`;
+  parts.forEach((part, i) => {
+    const heading = document.createElement('h1');
+    heading.className = 'pdf-part';
+    heading.textContent = captions[i];
+    part.before(heading);
+  });
+  return null;
+}"""
+# The theme's printed contents list is no heading (the outline starts at the introduction).
+CONTENTS_NOT_HEADINGS = """() => {
+  document.querySelectorAll('#jb-print-toc h2').forEach(h => {
+    const p = document.createElement('p');
+    p.className = 'pdf-contents-title';
+    p.textContent = h.textContent.trim();
+    h.replaceWith(p);
+  });
+  document.querySelectorAll('#jb-print-docs-body [role=heading]').forEach(e => {
+    e.removeAttribute('role'); e.removeAttribute('aria-level');
+  });
+}"""
+# The printed headings in order, [level, text]: Chromium's own bookmark titles run the lines of
+# a heading together ("Locally-optimal tokens and theattention SVM"), repeat some, and drop
+# the math; these replace them (a formula by the text of MathJax's MathML copy).
+HEADINGS = """() => [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
+  .filter(h => h.getClientRects().length > 0)
+  .map(h => {
+    const copy = h.cloneNode(true);
+    copy.querySelectorAll('a.headerlink, mjx-container > :not(mjx-assistive-mml)')
+        .forEach(e => e.remove());
+    return [Number(h.tagName[1]), copy.textContent.replace(/\\s+/g, ' ').trim()];
+  })"""
+# A code cell (or its input, or output) shorter than a third of a page is kept on one page (CSS
+# cannot test a height); a tag_check cell draws its frame on the cell itself.
+KEEP_SHORT_CELLS = """(limit) => {
+  document.querySelectorAll('div.cell, div.cell_input, div.cell_output').forEach(cell => {
+    if (cell.getBoundingClientRect().height < limit) cell.classList.add('pdf-keep');
+  });
 }"""
 WAIT_FOR_MATH = """async () => {
   if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
@@ -95,7 +167,8 @@ def title_page_html(root: Path = ROOT) -> str:
     cff = yaml.safe_load((root / "CITATION.cff").read_text())
     version = package_version(root)
     released = cff.get("date-released")
-    lines = [f"<h1>{escape(config['title'])}</h1>",
+    title = escape(config["title"])   # not a heading: the outline starts at the intro's title
+    lines = [f'<p class="pdf-title">{title}</p>',
              f'<p class="pdf-version">Version {escape(version)}'
              + (f", released {escape(str(released))}" if released else "") + "</p>",
              "<p>The executable companion to <em>Max-Margin Token Selection in Attention "
@@ -103,6 +176,12 @@ def title_page_html(root: Path = ROOT) -> str:
              f"<p>{escape(config['author'])}</p>",
              f"<p>{escape(cff['url'])}</p>"]
     return "\n".join(lines)
+
+
+def part_captions(root: Path = ROOT) -> list[str]:
+    """The captions of _toc.yml's parts, in order ("Chapters", "Appendices")."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    return [part["caption"] for part in toc.get("parts", [])]
 
 
 def print_pdf(source: Path, out: Path, *, solutions: bool) -> None:
@@ -126,11 +205,18 @@ def print_pdf(source: Path, out: Path, *, solutions: bool) -> None:
             page.add_style_tag(content=PRINT_CSS + TITLE_PAGE_CSS
                                + ("" if solutions else NO_SOLUTIONS_CSS))
             page.evaluate(ADD_TITLE_PAGE, title_page_html())
+            problem = page.evaluate(PART_HEADINGS, part_captions())
+            if problem:
+                raise SystemExit(f"the parts of the outline: {problem}")
+            page.evaluate(CONTENTS_NOT_HEADINGS)
             page.evaluate(OPEN_ALL)
             page.emulate_media(media="print")
             page.evaluate(WAIT_FOR_MATH)
+            page.evaluate(KEEP_SHORT_CELLS, 300)    # CSS px: about a third of an A4 page
+            headings = page.evaluate(HEADINGS)
             out.parent.mkdir(parents=True, exist_ok=True)
             page.pdf(path=str(out), format="A4", print_background=True,
+                     outline=True, tagged=True,      # bookmarks from the h1-h6 headings
                      margin={"top": "18mm", "bottom": "18mm", "left": "16mm", "right": "16mm"},
                      display_header_footer=True, header_template="<span></span>",
                      footer_template='<div style="font-size:8px; width:100%; text-align:center">'
@@ -139,6 +225,40 @@ def print_pdf(source: Path, out: Path, *, solutions: bool) -> None:
     finally:
         server.shutdown()
         server.server_close()
+    titled_outline(out, headings)
+
+
+def titled_outline(path: Path, headings: list[tuple[int, str]]) -> None:
+    """Rewrite the bookmarks of the PDF at ``path``: Chromium's (one per printed heading, in
+    order, each opening the heading's place) nested by the headings' levels and titled with
+    their text. A count that differs from the headings' is an error, not a guess."""
+    import pypdf
+    from pypdf.generic import Fit
+
+    reader = pypdf.PdfReader(path)
+
+    def flat(items):
+        for item in items:
+            yield from (flat(item) if isinstance(item, list) else [item])
+
+    marks = list(flat(reader.outline))
+    if len(marks) != len(headings):
+        raise SystemExit(f"Chromium made {len(marks)} bookmarks for {len(headings)} headings")
+    writer = pypdf.PdfWriter()
+    writer.append(reader, import_outline=False)
+    parents: list[tuple[int, object]] = []          # (level, bookmark) of the open headings
+    for mark, (level, title) in zip(marks, headings):
+        while parents and parents[-1][0] >= level:
+            parents.pop()
+        top = mark.get("/Top")
+        item = writer.add_outline_item(
+            title, reader.get_destination_page_number(mark),
+            parent=parents[-1][1] if parents else None,
+            fit=Fit.xyz(left=mark.get("/Left"), top=top) if top is not None else Fit.fit())
+        parents.append((level, item))
+    writer.page_mode = "/UseOutlines"
+    with open(path, "wb") as f:
+        writer.write(f)
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

@@ -37,7 +37,8 @@ def text_of(path: Path) -> tuple[int, str, list[str], int]:
 
 
 @pytest.fixture(scope="module")
-def pdfs(tmp_path_factory, vendor) -> dict[str, tuple[int, str]]:
+def pdf_files(tmp_path_factory, vendor) -> dict[str, Path]:
+    """The PDF with the solutions ("full") and without ("no-solutions")."""
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
     import make_pdf
@@ -46,9 +47,14 @@ def pdfs(tmp_path_factory, vendor) -> dict[str, tuple[int, str]]:
     make_pdf.build_single_page()
     out = {}
     for name, solutions in (("full", True), ("no-solutions", False)):
-        make_pdf.print_pdf(make_pdf.SOURCE, folder / f"{name}.pdf", solutions=solutions)
-        out[name] = text_of(folder / f"{name}.pdf")
+        out[name] = folder / f"{name}.pdf"
+        make_pdf.print_pdf(make_pdf.SOURCE, out[name], solutions=solutions)
     return out
+
+
+@pytest.fixture(scope="module")
+def pdfs(pdf_files) -> dict[str, tuple[int, str, list[str], int]]:
+    return {name: text_of(path) for name, path in pdf_files.items()}
 
 
 def index():
@@ -140,3 +146,153 @@ def test_solutions_are_printed_or_left_out_by_the_switch(pdfs):
     exercises = sorted({f"Exercise {t.number}" for t in index().labels.values()
                         if t.kind == "exercise" and t.number})
     assert exercises and all(e in re.sub(r"\s+", " ", bare) for e in exercises)
+
+
+def outline(path: Path) -> list[tuple[str, int, list]]:
+    """The PDF's bookmarks as a tree: (title with spacing normalised, 0-based page, children)."""
+    import pypdf
+
+    reader = pypdf.PdfReader(path)
+
+    def walk(items) -> list:
+        nodes = []
+        for item in items:
+            if isinstance(item, list):          # pypdf: the children follow their parent
+                nodes[-1][2].extend(walk(item))
+            else:
+                title = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", item.title)).strip()
+                nodes.append((title, reader.get_destination_page_number(item), []))
+        return nodes
+
+    return walk(reader.outline)
+
+
+def test_the_outline_is_parts_chapters_sections(pdf_files):
+    """The bookmarks are the book's: the introduction, then each part of _toc.yml ("Chapters",
+    "Appendices") holding its pages in toc order (numbered "3. Title" in the numbered part),
+    each page holding its sections ("3.2 ..."); every bookmark opens the page where its
+    heading is, in reading order. Bugs caught: no outline at all (printed without
+    outline=True), the parts missing (chapters at the top level), the title page's or the
+    printed contents list's headings in it, titles run together or repeated (Chromium's own
+    bookmark titles), chapters or sections out of place."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = index().pages
+    tree = outline(pdf_files["full"])
+    assert [t for t, _, _ in tree] == [pages[toc["root"]].title] + [
+        part["caption"] for part in toc["parts"]], [t for t, _, _ in tree]
+    _, _, openings, _ = text_of(pdf_files["full"])
+    flat = []
+    for (title, page, children), part in zip(tree[1:], toc["parts"]):
+        expected = [pages[entry["file"]].title for entry in part["chapters"]]
+        got = [t for t, _, _ in children]
+        if part.get("numbered"):
+            expected = [f"{k}. {t}" for k, t in enumerate(expected, start=1)]
+        assert got == expected, (title, got, expected)
+        assert openings[page].strip().startswith(title), (title, openings[page])
+        for k, (chapter, start, sections) in enumerate(children, start=1):
+            assert chapter.split(". ", 1)[-1] in openings[start], (chapter, openings[start])
+            if part.get("numbered"):
+                assert sections, f"{chapter}: no sections in the outline"
+                assert all(t.startswith(f"{k}.{j}. ") for j, (t, _, _) in
+                           enumerate(sections, start=1)), (chapter, sections)
+            flat += [start] + [p for _, p, _ in sections]
+    assert flat == sorted(flat), "bookmarks out of reading order"
+
+
+# the background of a code cell's input (myst-nb's --mystnb-source-bg-color, #f7f7f7)
+CODE_FRAME = (0.969, 0.969, 0.969)
+
+
+def code_frames(path: Path, tall: float = 36.0) -> tuple[int, list[tuple[int, float]]]:
+    """(how many code frames taller than ``tall`` pt the pages draw, [(1-based page, the share
+    of the page's height) of each one that holds no text]). 36 pt is three lines of code: a
+    lower bar also finds the padding of a framed cell (a 25-34 pt sliver on 2 pages) whose
+    kept-together input moved on. Reads each page's drawing
+    operations: the filled shapes in CODE_FRAME's colour (clipped to the page) and the
+    origins of the text runs, both through the transformation matrices."""
+    import pypdf
+    from pypdf.generic import ContentStream
+
+    def times(a, b):
+        return [a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+                a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3],
+                a[4] * b[0] + a[5] * b[2] + b[4], a[4] * b[1] + a[5] * b[3] + b[5]]
+
+    def point(m, x, y):
+        return m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5]
+
+    reader = pypdf.PdfReader(path)
+    frames, empty = 0, []
+    for number, page in enumerate(reader.pages, start=1):
+        height = float(page.mediabox.top)
+        ctm, fill, stack, path_points, shapes, texts = [1, 0, 0, 1, 0, 0], None, [], [], [], []
+        tm = line = [1, 0, 0, 1, 0, 0]
+        for operands, op in ContentStream(page.get_contents(), reader).operations:
+            values = [float(v) for v in operands] if op in (
+                b"cm", b"rg", b"m", b"l", b"c", b"re", b"Tm", b"Td") else []
+            if op == b"q":
+                stack.append((ctm, fill))
+            elif op == b"Q":
+                ctm, fill = stack.pop()
+            elif op == b"cm":
+                ctm = times(values, ctm)
+            elif op == b"rg":
+                fill = tuple(round(v, 3) for v in values)
+            elif op in (b"m", b"l", b"c"):
+                path_points.append(point(ctm, *values[-2:]))
+            elif op == b"re":
+                x, y, w, h = values
+                path_points += [point(ctm, x, y), point(ctm, x + w, y + h)]
+            elif op in (b"f", b"f*", b"B", b"B*", b"b", b"b*"):
+                if path_points and fill == CODE_FRAME:
+                    xs, ys = [p[0] for p in path_points], [p[1] for p in path_points]
+                    shapes.append((min(xs), max(0, min(ys)), max(xs), min(height, max(ys))))
+                path_points = []
+            elif op in (b"n", b"S", b"s"):
+                path_points = []
+            elif op == b"BT":
+                tm = line = [1, 0, 0, 1, 0, 0]
+            elif op == b"Tm":
+                tm = line = values
+            elif op == b"Td":
+                tm = line = times([1, 0, 0, 1, *values], line)
+            elif op in (b"Tj", b"TJ", b"'", b'"'):
+                texts.append(point(times(tm, ctm), 0, 0))
+        for x0, y0, x1, y1 in shapes:
+            if y1 - y0 < tall or x1 - x0 < 40:
+                continue
+            frames += 1
+            if not any(x0 <= x <= x1 and y0 <= y <= y1 for x, y in texts):
+                empty.append((number, round((y1 - y0) / height, 2)))
+    return frames, empty
+
+
+def test_no_empty_code_frames(pdf_files):
+    """No page shows a code cell's frame with nothing in it: printed code flows across pages
+    (a short cell is kept whole). Bug caught: a code block that scrolls on screen
+    (overflow:auto) cannot be split, so Chromium moved it whole to the next page and left its
+    cell's frame empty at the foot of this one (60 pages before the fix, up to 72% of a
+    page), and a block longer than a page was clipped."""
+    for name, path in pdf_files.items():
+        frames, empty = code_frames(path)
+        assert frames > 200, f"{name}: only {frames} code frames found: is CODE_FRAME the colour?"
+        assert not empty, f"{name}: (page, share of the page) of empty code frames: {empty}"
+
+
+# what the screen shows and paper cannot use: myst-nb's toggles of hidden code, the copy
+# button's label, the phone-width hint of wide figures, the launch button's rocket icon, the
+# live explorers' widgets
+SCREEN_ONLY = ("Hide code cell", "Show code cell", "Copy to clipboard", "swipe for the other",
+               "rocket", "Run this cell in Jupyter", "Toggle hidden content")
+
+
+def test_no_screen_only_controls_or_words(pdfs):
+    """The PDF says nothing that only makes sense on screen (SCREEN_ONLY). Bugs caught: the
+    label of opened hidden code ("Hide code cell source" under the intro's figure), prose
+    pointing at the "rocket icon", a live explorer's "run this cell" note printed."""
+    for name in ("full", "no-solutions"):
+        text = re.sub(r"\s+", " ", pdfs[name][1])
+        found = {phrase: text.count(phrase) for phrase in SCREEN_ONLY if phrase in text}
+        assert not found, (name, found)
