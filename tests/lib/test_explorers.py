@@ -5,6 +5,7 @@ be frozen on the static page anyway), so this is where the live versions are exe
 a kernel: each ``interactive`` is built exactly as its chapter builds it, then every control is
 moved to two values and the function is called again.
 """
+import numpy as np
 import matplotlib
 
 matplotlib.use("Agg")
@@ -164,3 +165,39 @@ def test_prompt_frame_draws_the_prompt_and_its_excess_risk():
     marked = [c.get_offsets()[0] for c in plane.collections if len(c.get_offsets()) == 1]
     assert any(np.allclose(m, p[:2]) for m in marked)
     plt.close("all")
+
+
+def test_a_frame_whose_title_grows_is_laid_out_again():
+    """The layout is solved once, at the first frame; a later frame with a taller title was
+    cut at the top (chapter 2's twin lost its first title line in 3 of 27 frames). Each frame's
+    titles and labels must lie inside the figure."""
+    from maxmargin.book import explore
+
+    def draw(ax, lines):
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("\n".join(f"line {k}" for k in range(lines)))
+        return lines
+
+    cut = [result for fig, result in explore.render_frames(draw, [{"lines": 1}, {"lines": 4}],
+                                                           width=3.0, height=2.5)
+           if explore._titles_cut(fig)]
+    assert cut == []
+
+
+def test_the_prompt_twin_map_holds_every_prompt():
+    """Chapter 1's twin marks prompts of norm up to 8 at every angle: each must fall on the map
+    (7 of the 32 were off the live explorer's default map)."""
+    from maxmargin.book import explore
+
+    settings = [{"angle": a, "norm": 8.0} for a in range(-180, 180, 45)]
+    for fig, _ in explore.render_frames(explore.prompt_frame, settings,
+                                        figure=explore.prompt_frame_figure):
+        plane = fig.axes[0]
+        x0, x1 = sorted(plane.get_xlim())
+        y0, y1 = sorted(plane.get_ylim())
+        marked = [line for line in plane.get_lines() + plane.collections
+                  if getattr(line, "get_offsets", None) is not None and len(line.get_offsets())]
+        points = np.concatenate([np.asarray(c.get_offsets()) for c in marked]) if marked else []
+        assert len(points), "no prompt is marked"
+        inside = [(x0 <= x <= x1 and y0 <= y <= y1) for x, y in points]
+        assert all(inside), (x0, x1, y0, y1, points)

@@ -186,8 +186,13 @@ def _fig1_plane(variant: str):
     from .. import data
 
     inst = data.fig1(variant=variant)
-    return (inst, excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W),
+    return (inst, excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, extent=_TWIN_EXTENT),
             att_svm(inst.X, inst.optimal, W=inst.W))
+
+
+# The twin's map: wide enough that every prompt of norm up to 8 is on it (the live explorer's
+# default map, (-4, 8, -3, 7), left 7 of the twin's 32 positions off the map).
+_TWIN_EXTENT = (-8.5, 8.5, -8.5, 8.5)
 
 
 def prompt_frame_figure():
@@ -352,6 +357,7 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
         fig, axes = figure()
     if dpi is not None:
         fig.set_dpi(dpi)
+    engine = None
     try:
         for k, setting in enumerate(settings):
             if k:
@@ -360,11 +366,30 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
             with plots.book_style():
                 result = draw(axes, **setting)
             if k == 0 and fig.get_layout_engine() is not None:
+                engine = fig.get_layout_engine()
                 fig.canvas.draw()
+                fig.set_layout_engine("none")
+            elif k and engine is not None and _titles_cut(fig):
+                fig.set_layout_engine(engine)   # a taller title than the first frame's: solve
+                fig.canvas.draw()               # the layout again for this frame only
                 fig.set_layout_engine("none")
             yield fig, result
     finally:
         plt.close(fig)
+
+
+def _titles_cut(fig) -> bool:
+    """Whether a title or label of ``fig`` reaches beyond the figure's edges."""
+    renderer = fig.canvas.get_renderer()
+    box = fig.bbox
+    for ax in fig.axes:
+        for text in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label):
+            if text.get_text() and text.get_visible():
+                extent = text.get_window_extent(renderer)
+                if (extent.y1 > box.y1 + 0.5 or extent.y0 < box.y0 - 0.5
+                        or extent.x0 < box.x0 - 0.5 or extent.x1 > box.x1 + 0.5):
+                    return True
+    return False
 
 
 def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
@@ -383,6 +408,7 @@ def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
     ``explorer.js`` shows and wires (a range input and an output per control, one image), so
     without JavaScript (and in print) only the static twin before it is seen.
     """
+    import base64
     import html
     import itertools
     import json
@@ -430,8 +456,9 @@ def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
             f'<output for="{key}-{n}">{html.escape(shown[n][0])}</output></div>')
     sizes = ", ".join(str(len(v)) for v in grid.values())
     total = len(frames)
-    weight = sum(len(f["src"]) for f in frames)
-    text = (f"{total} positions ({' x '.join(f'{len(v)} {n}' for n, v in grid.items())}), "
+    weight = sum(len(base64.b64decode(f["src"].split(",", 1)[1])) for f in frames)  # PNG bytes
+    text = (f"{total} positions "
+            f"({' x '.join(f'{len(v)} {labels.get(n, n)}' for n, v in grid.items())}), "
             f"each computed and drawn by <code>{html.escape(where)}</code> when the book was "
             f"built ({weight / 1e3:.0f} kB of PNG frames). {note}").strip()
     payload = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
