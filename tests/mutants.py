@@ -1123,6 +1123,15 @@ MUTANTS = [
            "        if progress:\n            print(f\"factor_study: {steps:,}",
            "        if False:\n            print(f\"factor_study: {steps:,}",
            ("test_ch07_helpers.py",)),
+    # --- explorer twins, review fixes (lead) ---
+    Mutant("book/explore.py", "render_frames: a taller title than the first frame's is not laid out again",
+           "            elif k and engine is not None and _titles_cut(fig):",
+           "            elif False:",
+           ("test_explorers.py",)),
+    Mutant("book/explore.py", "prompt twin: the live explorer's narrower map (prompts off the map)",
+           "excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W, extent=_TWIN_EXTENT)",
+           "excess_risk_on_plane(inst.X, inst.Y, inst.v, W=inst.W)",
+           ("test_explorers.py",)),
 ]
 
 

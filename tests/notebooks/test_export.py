@@ -104,7 +104,8 @@ def test_glue_formats_match_python_format():
 def test_references_across_pages_link_the_page_not_a_sibling_notebook():
     """A notebook is often downloaded alone: links to other pages go to the page (here, with
     no site, its source), to a sibling notebook only when the caller says it lies beside (a
-    course pack). Bug caught: every export linked `01-first.ipynb`, dead in a download."""
+    course pack). Bug caught: every export linked the sibling notebook of the first page, dead
+    in a download."""
     text = markdown(convert("chapters/02-second",
                             {"chapters/01-first::01-x": "0.123456"}))
     first = "https://github.com/example/minibook/blob/trunk/chapters/01-first.md"
