@@ -9,7 +9,7 @@ that sites can add custom icons; the book adds none and the theme's icons come f
 stylesheet's webfonts, so `templates/layout.html` drops that script. The figures' PNGs are
 stored as 256-colour palettes (matplotlib's line plots use a few thousand anti-aliasing
 shades; the palette version looks the same and is about a third of the size). Together they
-keep every chapter page, with everything it loads, under 3 MB (tests/site/test_browser.py).
+keep every chapter page, with everything it loads, under 3.1 MB (tests/site/test_browser.py).
 
 **Phone-width layout and search snippets.** `booksite.css` (all pages) lets wide figures keep
 a legible height at phone width and scroll sideways in their own box; `search-snippets.js`

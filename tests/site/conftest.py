@@ -131,9 +131,10 @@ _SESSION_START = time.time()
 
 
 # Test files that need the whole book and run on the worker that builds it; the browser checks
-# need it too, but are shared out one by one at the end of the queue.
+# need it too, but are shared out one by one at the end of the queue: after the PDF's tests, whose
+# printing opens Playwright's sync API, which cannot run while the browser fixture holds it.
 BOOK_FILES = {"test_binder.py", "test_build.py"}
-BROWSER_FILE = "test_browser.py"
+BROWSER_FILES = {"test_browser.py", "test_explorer_twins.py"}
 
 
 def pytest_collection_modifyitems(items):
@@ -144,7 +145,7 @@ def pytest_collection_modifyitems(items):
         name = item.path.name
         tiny = ("test_tiny_books.py", "test_corrections.py")
         return (0 if name in BOOK_FILES else 1 if name == "test_course.py"
-                else 2 if name in tiny else 4 if name == BROWSER_FILE else 3)
+                else 2 if name in tiny else 4 if name in BROWSER_FILES else 3)
 
     here = Path(__file__).parent
     slots = [i for i, item in enumerate(items) if item.path.is_relative_to(here)]

@@ -29,7 +29,10 @@ from bookutils import ROOT, chapter_notebooks, read_notebook, source_path, toc_d
 pytestmark = pytest.mark.browser
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 WEIGHTS = ROOT / "_build" / "timings" / "page-weights.json"
-CHAPTER_WEIGHT_LIMIT = 3_000_000  # bytes: a chapter page and everything it loads
+# bytes: a chapter page and everything it loads (1.46 MB of it MathJax). 3.0 MB until chapter
+# 3 came to show the plain reference's code and its explorer twin's controls (3.02 MB,
+# measured 2026-12-07): 3.1 MB, still a bar that a stray heavy asset fails.
+CHAPTER_WEIGHT_LIMIT = 3_100_000
 # ... not counting the frames of its explorer twin, which have their own budget of 1.5 MB
 # (tests/site/test_explorer_twins.py): the frame data in the page's div.mm-explorer.
 EXPLORER_FRAMES = re.compile(r'<script type="application/json" class="mm-data">.*?</script>', re.S)
@@ -319,7 +322,7 @@ FIRST_SCREEN = """() => {
 def test_first_screen_says_what_and_where_to_start(viewport, browser, site_url):
     """The landing page's first screen (no scrolling) says what the book is and why to read it,
     and links where to start: chapter 1, chapter 1 in Colab (the same URL as the chapter's
-    Colab button), Binder, the PDF, and how to read it (a link that lands on its section).
+    Colab button), the PDF, and how to read it (a link that lands on its section).
     Bugs caught: the start links pushed below the fold by the story paragraph (the old page put
     "How to read this book" 2.8 screens down), a Colab link to a notebook the workflow does not
     publish, a dead anchor."""
@@ -342,7 +345,6 @@ def test_first_screen_says_what_and_where_to_start(viewport, browser, site_url):
         "read chapter 1": lambda href: href.endswith("chapters/01-attention-model.html"),
         "run it in Colab": lambda href: href == (f"https://colab.research.google.com/github/"
                                                  f"{repo}/blob/notebooks/01-attention-model.ipynb"),
-        "open it on Binder": lambda href: href.startswith(f"https://mybinder.org/v2/gh/{repo}/"),
         "the whole book as a PDF": lambda href: href.endswith("/maxmargin-book.pdf"),
         "how to read it": lambda href: "#" in href,
     }

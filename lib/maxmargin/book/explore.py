@@ -467,8 +467,10 @@ def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
         f'<div class="mm-explorer" id="{key}" hidden data-draw="{html.escape(where)}" '
         f'data-positions="{sizes}">'
         f'<div class="mm-controls">{"".join(rows)}</div>'
-        f'<img class="mm-frame" src="{first["src"]}" alt="{html.escape(alt)}" '
-        f'data-frame="0" data-hash="{first["hash"]}">'
+        # no src: explorer.js sets it from the frames (the div is hidden without JavaScript, so
+        # the first frame written here too would only be loaded twice)
+        f'<img class="mm-frame" alt="{html.escape(alt)}" data-frame="0" '
+        f'data-hash="{first["hash"]}">'
         f'<p class="mm-note">{text}</p>'
         f'<script type="application/json" class="mm-data">{payload}</script></div>')
 
