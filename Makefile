@@ -26,12 +26,12 @@ TORCH_PIN := $(shell grep -m1 '^torch==' constraints.txt)
 # torch wheel). Times: an idle 2-core machine, measured as README.md says.
 help:
 	@echo "make book              build the site into _build/html, executing every chapter (about 4 min; creates .venv first, about 2 min)"
-	@echo "make test              every stage below, in this order (about 10 min, plus .venv)"
+	@echo "make test              every stage below, in this order (about 12 min idle, 24 min with two other jobs running; plus .venv)"
 	@echo "  make test-repo       licences, citation, workflow, references between files (10 s)"
-	@echo "  make test-lib        library unit tests and their examples (about 80 s)"
-	@echo "  make test-chapters   each chapter executed once as a reader runs it, its time reported, the run saved (about 100 s)"
+	@echo "  make test-lib        library unit tests and their examples (about 2-4.5 min)"
+	@echo "  make test-chapters   each chapter executed once as a reader runs it, its time reported, the run saved (about 2-3.5 min)"
 	@echo "  make test-notebooks  the notebook export: every construct, no MyST left (15 s)"
-	@echo "  make test-site       the -W build, tiny books, course packs, nbgrader, Chromium on every page, the PDF (about 6 min)"
+	@echo "  make test-site       the -W build, tiny books, course packs, nbgrader, Chromium on every page, the PDF (about 7-13 min)"
 	@echo "make pdf               the whole book as one PDF, _build/pdf/maxmargin-book.pdf; NO_SOLUTIONS=1 leaves the solutions out (about 1.5 min after make test-chapters, else 4 min)"
 	@echo "make notebooks         the chapters as plain .ipynb in notebooks/ (seconds after a build, else about 3 min)"
 	@echo "make course            course packs in course/, CHAPTERS=\"01 03\" to choose (about 1 min)"
