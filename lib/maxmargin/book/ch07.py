@@ -6,6 +6,7 @@ settings, tabulates them, and draws them.
 """
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _checks, data
+from ..exactstep import ngd_KQ_exact
 from ..keyquery import gd_KQ, gd_KQ_stack
 from ..svm import IllConditionedError, w_svm
 from ..train import gd_W
@@ -199,17 +201,19 @@ def plane_panel(ax, inst, run, svm, *, other=None, style: str = "-", title: str 
 
 
 class FourRuns(NamedTuple):
-    """Normalized GD (step 0.1) and plain GD (step 1) on W and on (K, Q), one instance."""
+    """Normalized GD (step 0.1) and plain GD (step 1) on W and on (K, Q), one instance, and
+    normalized GD on (K, Q) with the follow-up's penalty (``PENALTY``)."""
 
     ngd_W: object
     ngd_KQ: object
     gd_W: object
     gd_KQ: object
+    ngd_KQ_penalty: object
 
 
 def four_runs(inst, *, steps: int = 1500, scale: float = 0.01, seed: int = 1) -> FourRuns:
-    """The four runs of the chapter from ``scale`` times Gaussian starts (m = d), recorded
-    every 10 steps."""
+    """The chapter's runs from ``scale`` times Gaussian starts (m = d), recorded every 10
+    steps: the four of the section, and the penalized run from the same start."""
     n, T, d = inst.X.shape
     Z = inst.extra["queries"]
     rng = np.random.default_rng(_checks.seed(seed))
@@ -219,10 +223,11 @@ def four_runs(inst, *, steps: int = 1500, scale: float = 0.01, seed: int = 1) ->
     return FourRuns(gd_W(*args, W0, Z, steps, record_every=10, **NGD),
                     gd_KQ(*args, K0, Q0, Z, steps, record_every=10, **NGD),
                     gd_W(*args, W0, Z, steps, **plain),
-                    gd_KQ(*args, K0, Q0, Z, steps, **plain))
+                    gd_KQ(*args, K0, Q0, Z, steps, **plain),
+                    gd_KQ(*args, K0, Q0, Z, steps, record_every=10, reg=PENALTY, **NGD))
 
 
-RUN_NAMES = ("NGD on W", "NGD on (K, Q)", "GD on W", "GD on (K, Q)")
+RUN_NAMES = ("NGD on W", "NGD on (K, Q)", "GD on W", "GD on (K, Q)", "NGD on (K, Q), penalty")
 
 
 def run_table(inst, runs: FourRuns) -> dict:
@@ -245,7 +250,8 @@ def gd_panels(axes, inst, runs: FourRuns):
     """(a) correlations of the NGD runs with both SVMs at their own selections; (b), (c) the
     relative singular values of W_k for NGD on (K, Q) and on W."""
     Z = inst.extra["queries"]
-    for run, style, name in ((runs.ngd_W, "-", "W"), (runs.ngd_KQ, "--", "(K, Q)")):
+    for run, style, name in ((runs.ngd_W, "-", "W"), (runs.ngd_KQ, "--", "(K, Q)"),
+                             (runs.ngd_KQ_penalty, ":", "(K, Q) + penalty")):
         fro, nuc = _pair(inst.X, selection(inst.X, run.W[-1, 0], Z).alpha, Z)
         k = run.steps[1:]
         axes[0].plot(k, run.cosine(fro.W)[1:, 0], style, color=plots.BLUE,
@@ -278,7 +284,10 @@ class FactorStudy:
         the last 500 steps;
     narrow : columns of the width-one runs, each (count,): "cos nuc", "bound", "nuclear rank",
         "reached" (bool);
-    selections : {"W not optimal": count, "W and (K, Q) differ": count}.
+    selections : {"W not optimal": count, "W and (K, Q) differ": count};
+    rows : {setting: :func:`verdicts` of its runs at steps (last - 500, last)};
+    svms : the solved SVM pairs, callable as svms(j, alpha) (solved on first use);
+    factors : {setting: (K, Q)} the last iterates, (count, d, m) each.
     """
 
     summary: dict
@@ -289,10 +298,19 @@ class FactorStudy:
     moved: dict
     narrow: dict
     selections: dict
+    rows: dict
+    svms: object
+    factors: dict
 
 
-SETTINGS = (("W, 0.01", "W", 0.01), ("(K, Q) m=d, 0.01", "d", 0.01),
-            ("(K, Q) m=d, 1", "d", 1.0), ("(K, Q) m=1, 0.01", 1, 0.01))
+PENALTY = float(np.finfo(float).eps)   # the follow-up's code: lambda = machine epsilon
+
+# (name, width, start scale, penalty): width "W" is GD on W (Q frozen at I), "d" is m = d. The
+# penalized settings start where their unpenalized namesakes do (same draws).
+SETTINGS = (("W, 0.01", "W", 0.01, 0.0), ("(K, Q) m=d, 0.01", "d", 0.01, 0.0),
+            ("(K, Q) m=d, 1", "d", 1.0, 0.0), ("(K, Q) m=1, 0.01", 1, 0.01, 0.0),
+            ("(K, Q) m=d, 0.01, penalty", "d", 0.01, PENALTY),
+            ("(K, Q) m=d, 1, penalty", "d", 1.0, PENALTY))
 
 
 def _cos(A, B) -> np.ndarray:
@@ -300,93 +318,360 @@ def _cos(A, B) -> np.ndarray:
     return np.sum(A * B, axis=(-2, -1)) / np.linalg.norm(A, axis=(-2, -1)) / np.linalg.norm(B)
 
 
+class StudyData(NamedTuple):
+    """The study's ``count`` instances (seeds 1000 + j) stacked: X (M, n, T, d), Y (M, n),
+    v (M, d), Z (M, n, d) queries, and the instances themselves."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    v: np.ndarray
+    Z: np.ndarray
+    instances: list
+
+
+def study_data(count: int, *, n: int = 3, T: int = 4, d: int = 5) -> StudyData:
+    """The instances of :func:`factor_study`: :func:`maxmargin.data.query_instance` with
+    seeds 1000 + j, j < ``count``."""
+    count = _checks.positive_int(count, "count")
+    insts = [data.query_instance(n, T, d, seed=1000 + j) for j in range(count)]
+    return StudyData(*(np.stack([getattr(i, k) for i in insts]) for k in ("X", "Y", "v")),
+                     np.stack([i.extra["queries"] for i in insts]), insts)
+
+
+def study_starts(count: int, d: int, seed: int) -> dict:
+    """{setting name: (K0, Q0)} (count, d, m) each, for the settings of ``SETTINGS``, drawn in
+    that order from ``numpy.random.default_rng(seed)``; a penalized setting reuses the starts of
+    its unpenalized namesake."""
+    rng = np.random.default_rng(_checks.seed(seed))
+    starts = {}
+    for name, width, scale, reg in SETTINGS:
+        if reg > 0:
+            starts[name] = starts[name.rsplit(", penalty", 1)[0]]
+            continue
+        m = d if width in ("W", "d") else width
+        starts[name] = (scale * rng.standard_normal((count, d, m)),
+                        np.eye(d) if width == "W" else scale * rng.standard_normal((count, d, m)))
+    return starts
+
+
+class _SVMs:
+    """Both W-SVMs of the study's instances, solved once per (instance, selection)."""
+
+    def __init__(self, sd: StudyData):
+        self.sd, self.pairs = sd, {}
+
+    def __call__(self, j: int, alpha) -> tuple:
+        key = (j, tuple(int(a) for a in alpha))
+        if key not in self.pairs:
+            self.pairs[key] = _pair(self.sd.X[j], np.asarray(alpha), self.sd.Z[j])
+        return self.pairs[key]
+
+
+def verdicts(svms: _SVMs, Ws: np.ndarray, m: int | None = None) -> dict:
+    """Per instance j, at the selection the last of ``Ws`` (R, count, d, d) ranks first:
+    "alpha" (count, n), "gap" (count,), "cos fro" and "cos nuc" (R, count) of every W with the
+    two SVMs there, "nuclear rank" (count,) and, for a width ``m``, "bound" (count,) the
+    correlation of the best rank-m approximation of the nuclear solution."""
+    sd = svms.sd
+    out = {k: [] for k in ("alpha", "gap", "cos fro", "cos nuc", "nuclear rank", "bound")}
+    for j in range(Ws.shape[1]):
+        sel = selection(sd.X[j], Ws[-1, j], sd.Z[j])
+        fro, nuc = svms(j, sel.alpha)
+        sv = np.linalg.svd(nuc.W, compute_uv=False)
+        out["alpha"].append(sel.alpha)
+        out["gap"].append(sel.gap)
+        out["cos fro"].append(_cos(Ws[:, j], fro.W))
+        out["cos nuc"].append(_cos(Ws[:, j], nuc.W))
+        out["nuclear rank"].append(_rank(nuc.W))
+        out["bound"].append(np.nan if m is None else
+                            float(np.sqrt(np.sum(sv[:m] ** 2)) / np.linalg.norm(sv)))
+    return {k: (np.stack(v, axis=-1) if k.startswith("cos") else np.array(v))
+            for k, v in out.items()}
+
+
+def counts(cos_fro: np.ndarray, cos_nuc: np.ndarray) -> dict:
+    """Proportions (count,) -> {"reach Frobenius", "reach nuclear", "closer to nuclear"},
+    each with its "low"/"high" Wilson bounds, and "median cos nuc"."""
+    cf, cn = np.asarray(cos_fro), np.asarray(cos_nuc)
+    hits = {"reach Frobenius": (cf >= REACH) & (cf > cn),
+            "reach nuclear": (cn >= REACH) & (cn > cf), "closer to nuclear": cn > cf}
+    row = {}
+    for col, hit in hits.items():
+        k = int(hit.sum())
+        low, high = (float(b) for b in wilson(k, len(cf)))
+        row |= {col: k / len(cf), col + " low": low, col + " high": high, col + " count": k}
+    row["median cos nuc"] = float(np.median(cn))
+    return row
+
+
 def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int = 2000,
                  seed: int = 0, progress: bool = False) -> FactorStudy:
     """Normalized GD (step 0.1, eps 1e-300) on ``count`` instances of
-    :func:`maxmargin.data.query_instance` (seeds 1000 + j) in the four settings of ``SETTINGS``;
+    :func:`maxmargin.data.query_instance` (seeds 1000 + j) in the settings of ``SETTINGS``;
     verdicts at the selection each run ranks first at the last step. ``progress``: print a
     line on stdout after each stage (each batch of runs, each setting's SVMs)."""
     count = _checks.positive_int(count, "count")
     steps = _checks.positive_int(steps, "steps", minimum=1000)
-    insts = [data.query_instance(n, T, d, seed=1000 + j) for j in range(count)]
-    X = np.stack([i.X for i in insts])
-    Y = np.stack([i.Y for i in insts])
-    v = np.stack([i.v for i in insts])
-    Z = np.stack([i.extra["queries"] for i in insts])
-    rng = np.random.default_rng(_checks.seed(seed))
-    svms, rows, gaps, moved = {}, {}, {}, {}
-    checked = 0
-    starts = {}
-    for name, width, scale in SETTINGS:
-        m = d if width in ("W", "d") else width
-        starts[name] = (scale * rng.standard_normal((count, d, m)),
-                        np.eye(d) if width == "W" else scale * rng.standard_normal((count, d, m)))
-    # One array program per kind of run: W (Q frozen at I), the two m = d settings together
-    # (2 count instances), and m = 1.
-    both = [name for name, width, _ in SETTINGS if width == "d"]
-    batches = {"W": [n_ for n_, w_, _ in SETTINGS if w_ == "W"], "d": both,
-               "narrow": [n_ for n_, w_, _ in SETTINGS if w_ not in ("W", "d")]}
-    runs_W = {}
-    for kind, names in batches.items():
+    sd = study_data(count, n=n, T=T, d=d)
+    starts = study_starts(count, d, seed)
+    svms = _SVMs(sd)
+    # One array program per kind of run and penalty: W (Q frozen at I), the m = d settings
+    # together, and m = 1.
+    batches = {}
+    for name, width, _, reg in SETTINGS:
+        kind = width if width in ("W", "d") else "narrow"
+        batches.setdefault((kind, reg), []).append(name)
+    runs_W, factors = {}, {}
+    for (kind, reg), names in batches.items():
         K0 = np.concatenate([starts[n_][0] for n_ in names])
         Q0 = np.concatenate([np.broadcast_to(starts[n_][1], starts[n_][0].shape) for n_ in names])
         reps = len(names)
-        run = gd_KQ_stack(np.tile(X, (reps, 1, 1, 1)), np.tile(Y, (reps, 1)), np.tile(v, (reps, 1)),
-                          K0, Q0, np.tile(Z, (reps, 1, 1)), steps, freeze_Q=kind == "W",
-                          record_every=500, **NGD)
+        run = gd_KQ_stack(np.tile(sd.X, (reps, 1, 1, 1)), np.tile(sd.Y, (reps, 1)),
+                          np.tile(sd.v, (reps, 1)), K0, Q0, np.tile(sd.Z, (reps, 1, 1)), steps,
+                          freeze_Q=kind == "W", reg=reg, record_every=500, **NGD)
         W_all = run.W[-2:]                                    # (2, reps count, d, d)
         for r, n_ in enumerate(names):
-            runs_W[n_] = (W_all[:, r * count:(r + 1) * count], run.K.shape[-1])
+            part = slice(r * count, (r + 1) * count)
+            runs_W[n_] = (W_all[:, part], run.K.shape[-1])
+            factors[n_] = (run.K[-1, part], run.Q[-1, part])
         if progress:
             print(f"factor_study: {steps:,} steps of {reps * count} runs done "
                   f"({', '.join(names)})", flush=True)
-    for name, width, scale in SETTINGS:
+    rows, summary, gaps, moved = {}, {}, {}, {}
+    checked = 0
+    for name, *_ in SETTINGS:
         Ws, m = runs_W[name]
-        res, gap_row, moved_row = [], [], []
-        for j in range(count):
-            sel = selection(X[j], Ws[-1, j], Z[j])
-            key = (j, tuple(sel.alpha))
-            if key not in svms:
-                svms[key] = _pair(X[j], sel.alpha, Z[j])
-            fro, nuc = svms[key]
-            checked += sel.gap > 0
-            cf, cn = (_cos(Ws[-2:, j], res_.W) for res_ in (fro, nuc))
-            sv = np.linalg.svd(nuc.W, compute_uv=False)
-            bound = float(np.sqrt(np.sum(sv[:m] ** 2)) / np.linalg.norm(sv))
-            res.append((float(cf[-1]), float(cn[-1]), _rank(nuc.W), bound, sel.alpha))
-            gap_row.append(sel.gap)
-            own = cn if cn[-1] > cf[-1] else cf
-            moved_row.append(float(own[-1] - own[-2]))
-        rows[name], gaps[name], moved[name] = res, np.array(gap_row), np.array(moved_row)
+        res = verdicts(svms, Ws, m)
+        cf, cn = res["cos fro"], res["cos nuc"]
+        rows[name] = res
+        checked += int(np.sum(res["gap"] > 0))
+        summary[name] = counts(cf[-1], cn[-1])
+        gaps[name] = res["gap"]
+        own = np.where(cn[-1] > cf[-1], cn[-1] - cn[0], cf[-1] - cf[0])
+        moved[name] = own
         if progress:
             print(f"factor_study: the SVMs of {count} instances, setting {name}, done "
-                  f"({len(svms)} pairs solved so far)", flush=True)
-    summary = {}
-    for name, res in rows.items():
-        cf = np.array([r[0] for r in res])
-        cn = np.array([r[1] for r in res])
-        row = {"reach Frobenius": (cf >= REACH) & (cf > cn),
-               "reach nuclear": (cn >= REACH) & (cn > cf), "closer to nuclear": cn > cf}
-        summary[name] = {}
-        for col, hits in row.items():
-            k = int(hits.sum())
-            low, high = wilson(k, count)
-            summary[name] |= {col: k / count, col + " low": low, col + " high": high}
-        summary[name]["median cos nuc"] = float(np.median(cn))
-    pairs = [float(_cos(f.W, u.W)) for f, u in svms.values()]
+                  f"({len(svms.pairs)} pairs solved so far)", flush=True)
+    pairs = [float(_cos(f.W, u.W)) for f, u in svms.pairs.values()]
     narrow_rows = rows["(K, Q) m=1, 0.01"]
-    narrow = {"cos nuc": np.array([r[1] for r in narrow_rows]),
-              "bound": np.array([r[3] for r in narrow_rows]),
-              "nuclear rank": np.array([r[2] for r in narrow_rows]),
-              "reached": np.array([(r[1] >= REACH) & (r[1] > r[0]) for r in narrow_rows])}
-    optimal = [i.optimal for i in insts]
-    sel_W = [r[4] for r in rows["W, 0.01"]]
-    sel_KQ = [r[4] for r in rows["(K, Q) m=d, 0.01"]]
+    narrow = {"cos nuc": narrow_rows["cos nuc"][-1], "bound": narrow_rows["bound"],
+              "nuclear rank": narrow_rows["nuclear rank"],
+              "reached": (narrow_rows["cos nuc"][-1] >= REACH)
+              & (narrow_rows["cos nuc"][-1] > narrow_rows["cos fro"][-1])}
+    optimal = [i.optimal for i in sd.instances]
+    sel_W, sel_KQ = rows["W, 0.01"]["alpha"], rows["(K, Q) m=d, 0.01"]["alpha"]
     selections = {"W not optimal": sum(not np.array_equal(a, o) for a, o in zip(sel_W, optimal)),
                   "W and (K, Q) differ": sum(not np.array_equal(a, b)
                                              for a, b in zip(sel_W, sel_KQ))}
     return FactorStudy(summary, float(np.median(pairs)), len(SETTINGS) * count, int(checked),
-                       gaps, moved, narrow, selections)
+                       gaps, moved, narrow, selections, rows, svms, factors)
+
+
+def penalized_stationarity(sd: StudyData, K, Q, lam: float) -> np.ndarray:
+    """||grad F|| / ||grad of the penalty|| for F = L(K Q^T) + lam (||K||^2 + ||Q||^2) at
+    factors K, Q (count, d, m) of the instances ``sd``, by autograd through the softmax as
+    written (0 at a stationary point: the two gradients cancel)."""
+    import torch
+
+    X, Y, v, Z = (torch.tensor(a) for a in (sd.X, sd.Y, sd.v, sd.Z))
+    K = torch.tensor(np.asarray(K), requires_grad=True)
+    Q = torch.tensor(np.asarray(Q), requires_grad=True)
+    s = torch.softmax(torch.einsum("mntd,mdk,mek,mne->mnt", X, K, Q, Z), dim=2)
+    f = torch.einsum("mnt,mntd,md->mn", s, X, v)
+    risk = torch.nn.functional.softplus(-Y * f).mean(dim=1)          # logistic loss, (count,)
+    gK, gQ = torch.autograd.grad(risk.sum(), (K, Q))
+    total = torch.sqrt(torch.sum((gK + 2 * lam * K) ** 2, dim=(1, 2))
+                       + torch.sum((gQ + 2 * lam * Q) ** 2, dim=(1, 2)))
+    penalty = 2 * lam * torch.sqrt(torch.sum(K ** 2, dim=(1, 2)) + torch.sum(Q ** 2, dim=(1, 2)))
+    return (total / penalty).detach().numpy()
+
+
+def penalty_settle(study: FactorStudy, name: str = "(K, Q) m=d, 0.01, penalty", *,
+                   lrs=(0.01, 0.001, 0.0001), steps: int = 2000) -> dict:
+    """Continue the penalized runs of ``study`` (setting ``name``) with normalized steps of
+    the sizes ``lrs``, ``steps`` each: {"before", "after"} their
+    :func:`penalized_stationarity` (count,), and "cos" (count,) the correlation of each run's
+    W at step 2000 with its continued W."""
+    sd = study.svms.sd
+    K, Q = study.factors[name]
+    before = penalized_stationarity(sd, K, Q, PENALTY)
+    W0 = K @ np.swapaxes(Q, 1, 2)
+    for lr in lrs:
+        run = gd_KQ_stack(sd.X, sd.Y, sd.v, K, Q, sd.Z, steps, lr=lr, normalized=True,
+                          eps=NGD["eps"], reg=PENALTY, record_every=None)
+        K, Q = run.K[-1], run.Q[-1]
+    W = K @ np.swapaxes(Q, 1, 2)
+    cos = np.sum(W0 * W, axis=(1, 2)) / np.linalg.norm(W0, axis=(1, 2)) / np.linalg.norm(
+        W, axis=(1, 2))
+    return {"before": before, "after": penalized_stationarity(sd, K, Q, PENALTY), "cos": cos}
+
+
+def offset_study(study: FactorStudy, *, steps: int = 2000, seed: int = 0,
+                 offsets=(1e-300, PENALTY, 1e-12)) -> dict:
+    """Reach-nuclear counts of normalized GD on (K, Q) (m = d, the small starts of ``study``)
+    for each offset eps of the step g / (||g|| + eps) in ``offsets``, without and with the
+    follow-up's penalty: {(eps, penalty): :func:`counts` row}. The runs already in ``study``
+    (eps = 1e-300) are not run again."""
+    sd, svms = study.svms.sd, study.svms
+    count, d = sd.X.shape[0], sd.X.shape[-1]
+    K0, Q0 = study_starts(count, d, seed)["(K, Q) m=d, 0.01"]
+    out = {}
+    for eps in offsets:
+        for reg in (0.0, PENALTY):
+            if eps == NGD["eps"]:
+                name = "(K, Q) m=d, 0.01" + (", penalty" if reg > 0 else "")
+                out[(eps, reg)] = study.summary[name]
+                continue
+            run = gd_KQ_stack(sd.X, sd.Y, sd.v, K0, Q0, sd.Z, steps, lr=NGD["lr"],
+                              normalized=True, eps=eps, reg=reg, record_every=None)
+            res = verdicts(svms, run.W[-1:])
+            out[(eps, reg)] = counts(res["cos fro"][-1], res["cos nuc"][-1])
+    return out
+
+
+EXACT_STEPS = (2000, 20000, 60000)   # the verdict steps of the exact-step study
+LOG_GRID = (10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 40000, 60000)
+# (name, start scale, joint normalization, steps): the scales multiply the same Gaussian draws
+EXACT_SETTINGS = (("per factor, 0.01", 0.01, False, 60000), ("joint, 0.01", 0.01, True, 60000),
+                  ("per factor, 1", 1.0, False, 20000), ("per factor, 10", 10.0, False, 20000),
+                  ("per factor, 100", 100.0, False, 20000))
+
+
+def nuclear_excess(svms: _SVMs, Ws: np.ndarray, alphas: np.ndarray) -> np.ndarray:
+    """||W||_* / (its smallest margin constraint) / ||W^mm_*||_* - 1 for each W (count, d, d) at
+    its selection ``alphas`` (count, n): how far W, rescaled to margin 1, is from the optimal
+    nuclear norm. It tends to 0 along a run that approaches any nuclear solution (unique or
+    not), and it does not depend on which solution the solver returned."""
+    sd = svms.sd
+    out = np.empty(len(Ws))
+    for j, (W, alpha) in enumerate(zip(Ws, alphas)):
+        L = _logits(sd.X[j], W, sd.Z[j])
+        rows = np.arange(len(alpha))
+        gaps = L[rows, alpha][:, None] - L
+        gaps[rows, alpha] = np.inf
+        nuc = svms(j, alpha)[1]
+        out[j] = np.linalg.norm(W, "nuc") / gaps.min() / nuc.norm - 1
+    return out
+
+
+def exact_runs(count: int, *, seed: int = 0, settings=EXACT_SETTINGS, steps=None,
+               progress: bool = False) -> dict:
+    """Normalized GD on (K, Q) (m = d, step 0.1) with the exact step of
+    :func:`maxmargin.exactstep.ngd_KQ_exact` on the instances of :func:`factor_study`, from the
+    small starts' Gaussian draws times each setting's scale. ``steps`` caps every setting's
+    length (None: each its own). Returns {name: {"steps": verdict steps (R,), "cos nuc",
+    "cos fro", "gap", "balance" ||K^T K - Q^T Q||_F / ||K||_F^2, "norm K" ||K||_F and
+    "nuclear excess" (:func:`nuclear_excess`) (R, count) at the selection each run ranks first
+    at each of them, "alpha" (R, count, n), "grid" (G,) and "curve" (G, count), the cos nuc on
+    ``LOG_GRID`` at the selection of the last step, "norm K" (R, count)}}."""
+    sd = study_data(count)
+    svms = _SVMs(sd)
+    K0, Q0 = study_starts(count, sd.X.shape[-1], seed)["(K, Q) m=d, 0.01"]
+    out = {}
+    for name, scale, joint, length in settings:
+        length = length if steps is None else min(length, steps)
+        grid = [k for k in LOG_GRID if k <= length]
+        verdict_steps = [k for k in EXACT_STEPS if k <= length]
+        run = ngd_KQ_exact(sd.X, sd.Y, sd.v, K0 * (scale / 0.01), Q0 * (scale / 0.01), sd.Z,
+                           length, NGD["lr"], joint=joint, record_every=10)
+        rows = {k: [] for k in ("cos nuc", "cos fro", "gap", "balance", "alpha", "norm K",
+                                "nuclear excess")}
+        for k in verdict_steps:
+            r = int(np.searchsorted(run.steps, k))
+            res = verdicts(svms, run.W[r:r + 1])
+            K, Q = run.K[r], run.Q[r]
+            gram = np.swapaxes(K, 1, 2) @ K - np.swapaxes(Q, 1, 2) @ Q
+            rows["balance"].append(np.linalg.norm(gram, axis=(1, 2))
+                                   / np.linalg.norm(K, axis=(1, 2)) ** 2)
+            rows["norm K"].append(np.linalg.norm(K, axis=(1, 2)))
+            for key in ("cos nuc", "cos fro"):
+                rows[key].append(res[key][0])
+            rows["gap"].append(res["gap"])
+            rows["alpha"].append(res["alpha"])
+            rows["nuclear excess"].append(nuclear_excess(svms, run.W[r], res["alpha"]))
+        at = np.searchsorted(run.steps, grid)
+        curve = verdicts(svms, run.W[at])["cos nuc"]
+        out[name] = {"steps": np.array(verdict_steps)} | {k: np.array(v) for k, v in rows.items()}
+        out[name] |= {"grid": np.array(grid), "curve": curve}
+        if progress:
+            print(f"exact_runs: {name}, {length:,} steps of {count} runs done", flush=True)
+    return out
+
+
+def load_exact_runs() -> dict:
+    """The stored result of ``scripts/ch07_long_runs.py`` (:func:`exact_runs` over
+    ``EXACT_SETTINGS``, 100 instances, seed 0): {"runs": {name: {key: array}}, and the
+    settings it was made with}."""
+    from importlib.resources import files
+
+    table = json.loads(files(__package__).joinpath("data/ch07_long_runs.json").read_text())
+    table["runs"] = {name: {k: np.array(v) for k, v in row.items()}
+                     for name, row in table["runs"].items()}
+    return table
+
+
+def exact_check(table: dict, *, steps: int = 2000) -> dict:
+    """Recompute the first ``steps`` steps of every stored run of ``table``
+    (:func:`load_exact_runs`) and compare: {name: the largest |difference| of cos nuc at step
+    ``steps`` over the instances, and the number of instances whose selection differs}."""
+    settings = [tuple(s) for s in table["settings"]]
+    fresh = exact_runs(table["count"], seed=table["seed"], settings=settings, steps=steps)
+    out = {}
+    for name, row in fresh.items():
+        stored = table["runs"][name]
+        r = int(np.searchsorted(stored["steps"], steps))
+        out[name] = {"largest difference": float(np.max(np.abs(row["cos nuc"][0]
+                                                               - stored["cos nuc"][r]))),
+                     "other selection": int(np.sum(np.any(row["alpha"][0]
+                                                          != stored["alpha"][r], axis=1)))}
+    return out
+
+
+def exact_table(table: dict) -> list:
+    """One row per stored setting and verdict step of ``table`` (:func:`load_exact_runs`):
+    {"setting", "step"} and the :func:`counts` of its runs, "median balance" and
+    "median norm K"."""
+    out = []
+    for name, row in table["runs"].items():
+        for r, k in enumerate(row["steps"]):
+            out.append({"setting": name, "step": int(k)}
+                       | counts(row["cos fro"][r], row["cos nuc"][r])
+                       | {"median balance": float(np.median(row["balance"][r])),
+                          "median norm K": float(np.median(row["norm K"][r]))})
+    return out
+
+
+def exact_summary(rows: list) -> str:
+    """The rows of :func:`exact_table` as aligned text (percentages with Wilson intervals)."""
+    lines = [f"{'setting':18s}{'step':>8s}{'reach nuclear':>22s}{'median cos nuc':>16s}"
+             f"{'balance':>10s}{'||K||_F':>9s}"]
+    for r in rows:
+        lines.append(f"{r['setting']:18s}{r['step']:>8,d}{100 * r['reach nuclear']:>8.0f}% "
+                     f"[{100 * r['reach nuclear low']:3.0f}, {100 * r['reach nuclear high']:3.0f}]%"
+                     f"{r['median cos nuc']:>16.4f}{r['median balance']:>10.1e}"
+                     f"{r['median norm K']:>9.0f}")
+    return "\n".join(lines)
+
+
+def long_panel(ax, table: dict, *, penalized: float | None = None):
+    """1 - cos nuc of the stored exact-step runs (:func:`load_exact_runs`) against the step:
+    median and quartile band, per-factor (vermillion) and joint (blue) normalization from the
+    small starts; ``penalized``, a median correlation drawn as a dotted level."""
+    for name, color, label in (("per factor, 0.01", plots.VERMILLION, "per-factor steps"),
+                               ("joint, 0.01", plots.BLUE, "joint steps")):
+        row = table["runs"][name]
+        gap = np.maximum(1 - row["curve"], 1e-9)            # (G, count)
+        low, mid, high = np.percentile(gap, [25, 50, 75], axis=1)
+        ax.fill_between(row["grid"], low, high, color=color, alpha=0.2, lw=0)
+        ax.plot(row["grid"], mid, color=color, lw=2.0, label=label)
+    if penalized is not None:
+        ax.axhline(1 - penalized, color=plots.BLACK, ls=":", lw=1.4,
+                   label="penalized runs, step 2000")
+    ax.set(xscale="log", yscale="log", xlabel="step k",
+           ylabel=r"$1 - \cos(W_k, W^{\mathrm{mm}}_\star)$",
+           title="exact normalized steps on (K, Q)")
+    ax.legend(loc="lower left", fontsize=9)
+    return ax
 
 
 def summary_table(study: FactorStudy) -> str:
@@ -461,7 +746,7 @@ def width_explorer(*, steps: int = 1000):
 
     return live(draw, width=5.5, height=4.0,
                 m=ipywidgets.IntSlider(value=10, min=1, max=10, description="m"),
-                scale=ipywidgets.FloatLogSlider(value=0.01, base=10, min=-3, max=0.5,
+                scale=ipywidgets.FloatLogSlider(value=0.01, base=10, min=-3, max=2,
                                                 step=0.5, description="scale"))
 
 
