@@ -196,7 +196,7 @@ def plane_panel(ax, inst, run, svm, *, other=None, style: str = "-", title: str 
     plots.sequences(ax, inst.X, optimal=inst.optimal)
     ax.set(xlabel="first coordinate", ylabel="second coordinate", title=title)
     ax.locator_params(nbins=5)
-    ax.legend(loc="best", fontsize=7)
+    ax.legend(loc="best", fontsize=9)
     return ax
 
 
@@ -260,7 +260,8 @@ def gd_panels(axes, inst, runs: FourRuns):
                      label=f"{name}: nuclear")
     axes[0].set(xscale="log", xlabel="step k", ylabel="correlation", ylim=(0.4, 1.01),
                 title="(a) correlation with the SVMs")
-    axes[0].legend(loc="lower right", fontsize=7)
+    axes[0].figure.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center",
+                          ncols=3, fontsize=9)
     for ax, run, title in ((axes[1], runs.ngd_KQ, "(b) NGD on (K, Q)"),
                            (axes[2], runs.ngd_W, "(c) NGD on W")):
         sv = np.linalg.svd(run.W[1:, 0], compute_uv=False)
@@ -677,11 +678,11 @@ def long_panel(ax, table: dict, *, penalized: float | None = None):
 def summary_table(study: FactorStudy) -> str:
     """The study's summary as aligned text, percentages with their Wilson intervals."""
     cols = ("reach Frobenius", "reach nuclear", "closer to nuclear")
-    lines = [f"{'setting':18s}" + "".join(f"{c:>26s}" for c in cols) + f"{'median cos nuc':>16s}"]
+    lines = [f"{'setting':27s}" + "".join(f"{c:>26s}" for c in cols) + f"{'median cos nuc':>16s}"]
     for name, row in study.summary.items():
         cells = "".join(f"{100 * row[c]:>8.0f}% [{100 * row[c + ' low']:4.0f}, "
                         f"{100 * row[c + ' high']:4.0f}]%    " for c in cols)
-        lines.append(f"{name:18s}{cells}{row['median cos nuc']:>12.4f}")
+        lines.append(f"{name:27s}{cells}{row['median cos nuc']:>12.4f}")
     return "\n".join(lines)
 
 
@@ -733,7 +734,7 @@ def width_panel(ax, *, m: int = 10, scale: float = 0.01, steps: int = 1000, seed
     ax.axhline(bound, color=plots.BLACK, ls=":", lw=1.2, label=f"rank-{m} bound")
     ax.set(xscale="log", ylim=(0.0, 1.02), xlabel="step k", ylabel="correlation",
            title=f"m = {m}, start scale {scale:g}: nuclear {c_nuc[-1]:.3f}")
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="lower right", fontsize=9)
     return float(c_nuc[-1]), float(c_fro[-1]), bound
 
 
