@@ -368,7 +368,7 @@ class _SVMs:
         return self.pairs[key]
 
 
-def verdicts(svms: _SVMs, Ws: np.ndarray, m: int | None = None) -> dict:
+def verdicts(svms: _SVMs, Ws: np.ndarray, *, m: int | None = None) -> dict:
     """Per instance j, at the selection the last of ``Ws`` (R, count, d, d) ranks first:
     "alpha" (count, n), "gap" (count,), "cos fro" and "cos nuc" (R, count) of every W with the
     two SVMs there, "nuclear rank" (count,) and, for a width ``m``, "bound" (count,) the
@@ -442,7 +442,7 @@ def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int =
     checked = 0
     for name, *_ in SETTINGS:
         Ws, m = runs_W[name]
-        res = verdicts(svms, Ws, m)
+        res = verdicts(svms, Ws, m=m)
         cf, cn = res["cos fro"], res["cos nuc"]
         rows[name] = res
         checked += int(np.sum(res["gap"] > 0))
@@ -468,12 +468,13 @@ def factor_study(count: int, *, n: int = 3, T: int = 4, d: int = 5, steps: int =
                        gaps, moved, narrow, selections, rows, svms, factors)
 
 
-def penalized_stationarity(sd: StudyData, K, Q, lam: float) -> np.ndarray:
+def penalized_stationarity(K, Q, *, instances: StudyData, lam: float) -> np.ndarray:
     """||grad F|| / ||grad of the penalty|| for F = L(K Q^T) + lam (||K||^2 + ||Q||^2) at
-    factors K, Q (count, d, m) of the instances ``sd``, by autograd through the softmax as
+    factors K, Q (count, d, m) of the stacked ``instances``, by autograd through the softmax as
     written (0 at a stationary point: the two gradients cancel)."""
     import torch
 
+    sd = instances
     X, Y, v, Z = (torch.tensor(a) for a in (sd.X, sd.Y, sd.v, sd.Z))
     K = torch.tensor(np.asarray(K), requires_grad=True)
     Q = torch.tensor(np.asarray(Q), requires_grad=True)
@@ -487,7 +488,7 @@ def penalized_stationarity(sd: StudyData, K, Q, lam: float) -> np.ndarray:
     return (total / penalty).detach().numpy()
 
 
-def penalty_settle(study: FactorStudy, name: str = "(K, Q) m=d, 0.01, penalty", *,
+def penalty_settle(study: FactorStudy, *, name: str = "(K, Q) m=d, 0.01, penalty",
                    lrs=(0.01, 0.001, 0.0001), steps: int = 2000) -> dict:
     """Continue the penalized runs of ``study`` (setting ``name``) with normalized steps of
     the sizes ``lrs``, ``steps`` each: {"before", "after"} their
@@ -495,7 +496,7 @@ def penalty_settle(study: FactorStudy, name: str = "(K, Q) m=d, 0.01, penalty", 
     W at step 2000 with its continued W."""
     sd = study.svms.sd
     K, Q = study.factors[name]
-    before = penalized_stationarity(sd, K, Q, PENALTY)
+    before = penalized_stationarity(K, Q, instances=sd, lam=PENALTY)
     W0 = K @ np.swapaxes(Q, 1, 2)
     for lr in lrs:
         run = gd_KQ_stack(sd.X, sd.Y, sd.v, K, Q, sd.Z, steps, lr=lr, normalized=True,
@@ -504,7 +505,8 @@ def penalty_settle(study: FactorStudy, name: str = "(K, Q) m=d, 0.01, penalty", 
     W = K @ np.swapaxes(Q, 1, 2)
     cos = np.sum(W0 * W, axis=(1, 2)) / np.linalg.norm(W0, axis=(1, 2)) / np.linalg.norm(
         W, axis=(1, 2))
-    return {"before": before, "after": penalized_stationarity(sd, K, Q, PENALTY), "cos": cos}
+    return {"before": before, "after": penalized_stationarity(K, Q, instances=sd, lam=PENALTY),
+            "cos": cos}
 
 
 def offset_study(study: FactorStudy, *, steps: int = 2000, seed: int = 0,
