@@ -109,3 +109,19 @@ def test_bad_inputs_name_the_argument(kwargs, error, name):
     args = dict(X=X, Y=Y, v=v, K0=K, Q0=Q, queries=Z, steps=3, lr=0.1) | kwargs
     with pytest.raises(error, match=name):
         ngd_KQ_exact(**args)
+
+
+def test_the_docstring_example_runs():
+    """The module's examples are doctests (the API page shows them): a changed step would
+    print other gaps."""
+    import doctest
+
+    import maxmargin.exactstep as module
+
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = [t for t in finder.find(module, globs={"np": np, "mm": mm}) if t.examples]
+    assert tests, "no examples found"
+    for test in tests:
+        runner.run(test)
+    assert runner.failures == 0
