@@ -569,21 +569,41 @@ def exact_runs(count: int, *, seed: int = 0, settings=EXACT_SETTINGS, steps=None
     sd = study_data(count)
     svms = _SVMs(sd)
     K0, Q0 = study_starts(count, sd.X.shape[-1], seed)["(K, Q) m=d, 0.01"]
+    lengths = {name: length if steps is None else min(length, steps)
+               for name, _, _, length in settings}
+    # one array program per (normalization, length): the settings' starts stacked
+    groups = {}
+    for name, scale, joint, _ in settings:
+        groups.setdefault((joint, lengths[name]), []).append((name, scale))
+    runs = {}
+    for (joint, length), members in groups.items():
+        reps = len(members)
+        run = ngd_KQ_exact(np.tile(sd.X, (reps, 1, 1, 1)), np.tile(sd.Y, (reps, 1)),
+                           np.tile(sd.v, (reps, 1)),
+                           np.concatenate([K0 * (scale / 0.01) for _, scale in members]),
+                           np.concatenate([Q0 * (scale / 0.01) for _, scale in members]),
+                           np.tile(sd.Z, (reps, 1, 1)), length, NGD["lr"], joint=joint,
+                           record_every=10)
+        for r, (name, _) in enumerate(members):
+            part = slice(r * count, (r + 1) * count)
+            runs[name] = (run.steps, run.K[:, part], run.Q[:, part], run.W[:, part])
+        if progress:
+            print(f"exact_runs: {length:,} steps of {reps * count} runs done "
+                  f"({', '.join(name for name, _ in members)})", flush=True)
     out = {}
-    for name, scale, joint, length in settings:
-        length = length if steps is None else min(length, steps)
+    for name, scale, joint, _ in settings:
+        length = lengths[name]
         grid = [k for k in LOG_GRID if k <= length]
         verdict_steps = [k for k in EXACT_STEPS if k <= length]
-        run = ngd_KQ_exact(sd.X, sd.Y, sd.v, K0 * (scale / 0.01), Q0 * (scale / 0.01), sd.Z,
-                           length, NGD["lr"], joint=joint, record_every=10)
+        run_steps, run_K, run_Q, run_W = runs[name]
         rows = {k: [] for k in ("cos nuc", "cos fro", "gap", "balance", "alpha", "norm K",
                                 "nuclear excess", "moved", "start share")}
         K_start, Q_start = K0 * (scale / 0.01), Q0 * (scale / 0.01)
         W_start = K_start @ np.swapaxes(Q_start, 1, 2)
         for k in verdict_steps:
-            r = int(np.searchsorted(run.steps, k))
-            res = verdicts(svms, run.W[r:r + 1])
-            K, Q = run.K[r], run.Q[r]
+            r = int(np.searchsorted(run_steps, k))
+            res = verdicts(svms, run_W[r:r + 1])
+            K, Q = run_K[r], run_Q[r]
             gram = np.swapaxes(K, 1, 2) @ K - np.swapaxes(Q, 1, 2) @ Q
             rows["balance"].append(np.linalg.norm(gram, axis=(1, 2))
                                    / np.linalg.norm(K, axis=(1, 2)) ** 2)
@@ -591,18 +611,16 @@ def exact_runs(count: int, *, seed: int = 0, settings=EXACT_SETTINGS, steps=None
             rows["moved"].append(np.linalg.norm(K - K_start, axis=(1, 2))
                                  / np.linalg.norm(K_start, axis=(1, 2)))
             rows["start share"].append(np.linalg.norm(W_start, axis=(1, 2))
-                                       / np.linalg.norm(run.W[r], axis=(1, 2)))
+                                       / np.linalg.norm(run_W[r], axis=(1, 2)))
             for key in ("cos nuc", "cos fro"):
                 rows[key].append(res[key][0])
             rows["gap"].append(res["gap"])
             rows["alpha"].append(res["alpha"])
-            rows["nuclear excess"].append(nuclear_excess(svms, run.W[r], res["alpha"]))
-        at = np.searchsorted(run.steps, grid)
-        curve = verdicts(svms, run.W[at])["cos nuc"]
+            rows["nuclear excess"].append(nuclear_excess(svms, run_W[r], res["alpha"]))
+        at = np.searchsorted(run_steps, grid)
+        curve = verdicts(svms, run_W[at])["cos nuc"]
         out[name] = {"steps": np.array(verdict_steps)} | {k: np.array(v) for k, v in rows.items()}
         out[name] |= {"grid": np.array(grid), "curve": curve}
-        if progress:
-            print(f"exact_runs: {name}, {length:,} steps of {count} runs done", flush=True)
     return out
 
 
