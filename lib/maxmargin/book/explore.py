@@ -400,15 +400,10 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
 
 
 def _raise_small_text(fig, size: float) -> None:
-    """Draw every text of ``fig`` under ``size`` points at ``size``: tick labels through
-    ``tick_params`` (ticks made at the next draw follow it), the other texts one by one."""
+    """Draw every text of ``fig`` under ``size`` points at ``size`` (tick labels included: the
+    ticks an axis makes later copy its first tick's label)."""
     from matplotlib.text import Text
 
-    for ax in fig.axes:
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-            for which in ("major", "minor"):
-                if any(t.get_fontsize() < size for t in axis.get_ticklabels(which=which)):
-                    ax.tick_params(axis=name, which=which, labelsize=size)
     for text in fig.findobj(Text):
         if text.get_fontsize() < size:
             text.set_fontsize(size)
