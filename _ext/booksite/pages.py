@@ -17,7 +17,7 @@ a legible height at phone width and scroll sideways in their own box; `search-sn
 `scroll-hints.js` (all pages) marks the tables that scroll sideways in their box, which
 `booksite.css` then labels ("swipe for more columns"); the general index stacks its columns.
 
-**Explorers without a kernel.** `explorer.js` (about 2 kB, only on pages with an explorer twin)
+**Explorers without a kernel.** `explorer.js` (about 2.5 kB, only on pages with an explorer twin)
 shows each `div.mm-explorer` that :func:`maxmargin.book.explore.interactive` wrote into the page
 and maps its range inputs to frames the library drew at build time; no CDN, no server. The
 frames come out of the notebook as PNG data in the div's JSON; `explorer_frames` writes each to

@@ -1,26 +1,21 @@
-// The interactive twins of the live explorers (maxmargin.book.explore.interactive): each
-// div.mm-explorer holds its frames' settings as JSON, and each frame's PNG (drawn by the library
-// when the book was built) as a file in _static/explorers/ that the booksite extension wrote; this
-// shows the div and maps its range inputs (mouse, touch, arrow keys) to the frame of the chosen
-// values. The first frame loads with the page; the others once the explorer comes into view or a
-// control is touched, as plain images (no fetch, so the page works from file:// too). No request
-// leaves the site. Without JavaScript the div stays hidden, nothing of it loads, and the static
-// small multiples above it are the explorer.
+// The interactive twins of the live explorers (maxmargin.book.explore.interactive): shows each
+// div.mm-explorer and maps its range inputs (mouse, touch, arrow keys) to the frame of the chosen
+// values, a PNG the library drew at build time (in _static/explorers/). The first frame loads with
+// the page, the others once the explorer is in view or touched (plain images: file:// works).
+// Without JavaScript the div stays hidden; the static small multiples above it remain.
 (function () {
   "use strict";
   function setUp(root) {
     var spec = JSON.parse(root.querySelector("script.mm-data").textContent);
     var inputs = Array.prototype.slice.call(root.querySelectorAll("input[type=range]"));
     var img = root.querySelector("img.mm-frame");
-    var preloaded = null;
-    function preload() {          // every frame once, so that moving a control swaps at once
-      if (preloaded) return;
-      preloaded = spec.frames.map(function (frame) {
+    var preloaded;
+    function preload() {          // every frame once: a control then swaps at once
+      preloaded = preloaded || spec.frames.map(function (f) {
         var image = new Image();
-        image.src = frame.src;
+        image.src = f.src;
         return image;
       });
-      root.dataset.preloaded = "true";
     }
     function show() {
       var index = 0, parts = [];
@@ -43,15 +38,12 @@
     inputs.forEach(function (input) {
       input.addEventListener("input", function () { preload(); show(); });
     });
-    ["pointerdown", "touchstart", "focusin", "keydown"].forEach(function (type) {
+    ["pointerdown", "touchstart", "focusin"].forEach(function (type) {
       root.addEventListener(type, preload, {passive: true});
     });
-    if ("IntersectionObserver" in window) {
+    if (window.IntersectionObserver) {
       var seen = new IntersectionObserver(function (entries) {
-        if (entries.some(function (e) { return e.isIntersecting; })) {
-          seen.disconnect();
-          preload();
-        }
+        if (entries[0].isIntersecting) { seen.disconnect(); preload(); }
       }, {rootMargin: "200px"});
       seen.observe(root);
     }
