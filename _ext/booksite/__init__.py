@@ -32,7 +32,8 @@ from .launch import launch_exported_notebooks, publish_notebooks
 from .pdf import html_writers_for_singlehtml
 from .release import set_version
 from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
-                    palette_images, redirect_page, search_page_assets, explorer_assets)
+                    palette_images, redirect_page, search_page_assets, explorer_assets,
+                    explorer_frames)
 from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
 
 
@@ -53,6 +54,7 @@ def setup(app: Sphinx) -> dict:
     app.add_js_file("scroll-hints.js", defer="defer")
     app.connect("html-page-context", dedupe_scripts, priority=900)
     app.connect("html-page-context", search_page_assets)
+    app.connect("html-page-context", explorer_frames, priority=400)  # before explorer_assets
     app.connect("html-page-context", explorer_assets)
     app.connect("html-page-context", launch_exported_notebooks, priority=600)  # after the theme
     app.connect("doctree-resolved", mark_wide_figures)

@@ -17,12 +17,21 @@ a legible height at phone width and scroll sideways in their own box; `search-sn
 `scroll-hints.js` (all pages) marks the tables that scroll sideways in their box, which
 `booksite.css` then labels ("swipe for more columns"); the general index stacks its columns.
 
-**Explorers without a kernel.** `explorer.js` (about 2 kB, only on pages with an explorer twin)
+**Explorers without a kernel.** `explorer.js` (about 2.5 kB, only on pages with an explorer twin)
 shows each `div.mm-explorer` that :func:`maxmargin.book.explore.interactive` wrote into the page
-and maps its range inputs to frames the library drew at build time; no CDN, no server.
+and maps its range inputs to frames the library drew at build time; no CDN, no server. The
+frames come out of the notebook as PNG data in the div's JSON; `explorer_frames` writes each to
+`_static/explorers/<hash>.png` and leaves its relative URL in the JSON, so the page carries none
+of them: `explorer.js` loads the first frame, and the others once the explorer comes into view
+or a control is touched (plain image requests: they work from file:// too).
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import html as htmllib
+import json
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -50,6 +59,37 @@ def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
 def search_page_assets(app, pagename, templatename, context, doctree) -> None:
     if pagename == "search":
         app.add_js_file("search-snippets.js", defer="defer")
+
+
+EXPLORER_DATA = re.compile(r'(<script type="application/json" class="mm-data">)(.*?)(</script>)', re.S)
+
+
+def explorer_frames(app, pagename, templatename, context, doctree) -> None:
+    """Move the PNG frames of each explorer twin in the page to files (see the module's doc)."""
+    body = context.get("body") or ""
+    if 'class="mm-data"' not in body or "pathto" not in context:
+        return
+    folder = Path(app.outdir, "_static", "explorers")
+
+    def externalize(match):
+        text = match.group(2)
+        escaped = text.startswith("{&")       # the JSON as the page holds it
+        spec = json.loads(htmllib.unescape(text) if escaped else text)
+        for frame in spec.get("frames", []):
+            head, _, data = frame.get("src", "").partition(",")
+            if head != "data:image/png;base64":
+                continue
+            png = base64.b64decode(data)
+            name = hashlib.sha256(png).hexdigest()[:20] + ".png"
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (folder / name).exists():
+                (folder / name).write_bytes(png)
+            frame["src"] = context["pathto"](f"_static/explorers/{name}", 1)
+            frame["bytes"] = len(png)
+        out = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+        return match.group(1) + (htmllib.escape(out, quote=False) if escaped else out) + match.group(3)
+
+    context["body"] = EXPLORER_DATA.sub(externalize, body)
 
 
 def explorer_assets(app, pagename, templatename, context, doctree) -> None:

@@ -201,3 +201,101 @@ def test_the_prompt_twin_map_holds_every_prompt():
         assert len(points), "no prompt is marked"
         inside = [(x0 <= x <= x1 and y0 <= y <= y1) for x, y in points]
         assert all(inside), (x0, x1, y0, y1, points)
+
+
+# ----------------------------------------------------------------------------------------------
+# The twin's frames on a phone: at most 4.6 in wide, text of 9 pt or more (issue 40)
+# ----------------------------------------------------------------------------------------------
+
+def _small_text_frame(ax, *, k):
+    """A frame with text under 9 pt of every kind: 6-pt ticks, a 7-pt note, an 8-pt legend;
+    and a 12-pt title."""
+    ax.plot([0.0, 1.0], [0.0, k], label="line")
+    ax.tick_params(labelsize=6)
+    ax.text(0.2, 0.5, "seven", fontsize=7)
+    ax.legend(fontsize=8)
+    ax.set_title("twelve", fontsize=12)
+    return k
+
+
+def _texts(fig):
+    from matplotlib.text import Text
+
+    return {t.get_text(): t.get_fontsize() for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip()}
+
+
+def test_twin_frames_fit_a_phone_column_with_legible_text():
+    """A 390-px viewport gives the frame about 340 CSS px: a frame wider than 4.6 in (331 px at
+    72 px per inch) was scaled down there, so its 9-pt text fell under 9 px (chapters 5 and 6:
+    6-inch frames, 7 px); and text under 9 pt (chapter 7's 7-pt legend) was under 9 px anyway.
+    Catches a frame not narrowed, text (ticks, legend, notes) left small, a smallest-font
+    record that is not the drawn one, and the recorded size or shown width not the drawn ones."""
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    html = explore.interactive(_small_text_frame, {"k": [1.0, 2.0]}, width=6.0, height=3.0,
+                               dpi=20).data
+    spec = _twin_spec(html)
+    assert spec["size"] == [4.6, 3.0]                     # narrowed, the height kept
+    for frame in spec["frames"]:
+        assert frame["font"] == 9.0
+        png = Image.open(io.BytesIO(base64.b64decode(frame["src"].split(",", 1)[1])))
+        assert png.size == (92, 60)                       # 4.6 x 3 inches at 20 dpi
+    # shown at 1.5 CSS px per point where the page is wide enough: 4.6 x 108, 3 x 108
+    img = re.search(r'<img class="mm-frame"[^>]*>', html).group(0)
+    assert 'width="497"' in img and 'height="324"' in img
+    # the drawn texts: every one under 9 pt raised to 9, the larger ones kept
+    for fig, _ in explore.render_frames(_small_text_frame, [{"k": 1.0}, {"k": 2.0}], width=6.0,
+                                        height=3.0, max_width=4.6, min_fontsize=9):
+        fig.canvas.draw()
+        sizes = _texts(fig)
+        assert sizes["twelve"] == 12 and sizes["seven"] == 9 and sizes["line"] == 9
+        # ticks made later (the laid-out axes may hold more of them) are drawn at 9 pt too
+        fig.axes[0].xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(25))
+        fig.canvas.draw()
+        ticks = [t for t in fig.axes[0].get_xticklabels() + fig.axes[0].get_yticklabels()
+                 if t.get_text()]
+        assert len(ticks) > 12 and all(t.get_fontsize() == 9 for t in ticks)
+        assert fig.get_figwidth() == 4.6
+    # without the limits, render_frames draws what it is given
+    for fig, _ in explore.render_frames(_small_text_frame, [{"k": 1.0}], width=6.0, height=3.0):
+        fig.canvas.draw()
+        assert fig.get_figwidth() == 6.0 and _texts(fig)["seven"] == 7
+    # a frame whose smallest text is above the floor records it (the book style's 11-pt ticks)
+    spec = _twin_spec(explore.interactive(_two_point_line, {"a": [1], "b": [0.5]}, width=2.0,
+                                          height=1.5, dpi=20).data)
+    assert spec["size"] == [2.0, 1.5] and spec["frames"][0]["font"] == 11.0
+    plt.close("all")
+
+
+def test_smallest_text_counts_every_drawn_text_and_nothing_hidden():
+    """Colour-bar ticks and legends count; an invisible or empty text does not."""
+    fig, ax = plt.subplots()
+    image = ax.imshow(np.arange(4.0).reshape(2, 2))
+    bar = fig.colorbar(image, ax=ax)
+    ax.tick_params(labelsize=11)
+    bar.ax.tick_params(labelsize=7)
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.legend(fontsize=10)
+    ax.text(0, 0, "hidden", fontsize=3).set_visible(False)
+    ax.text(0, 0, " ", fontsize=2)
+    fig.canvas.draw()
+    assert explore._smallest_text(fig) == 7
+    bar.ax.tick_params(labelsize=12)
+    fig.canvas.draw()
+    assert explore._smallest_text(fig) == 10
+    plt.close("all")
+
+
+def test_the_prompt_twin_frame_is_a_phone_column_wide_with_the_bars_below_the_map():
+    """Chapter 1's frame was 8.4 in wide (map and bars side by side): on a phone its 8-pt bar
+    labels were 4.5 CSS px. Narrowed as it was, the map would be squeezed beside the bars."""
+    fig, (plane, bars) = explore.prompt_frame_figure()
+    assert fig.get_figwidth() <= 4.6
+    fig.canvas.draw()
+    assert bars[0].get_position().y1 < plane.get_position().y0
+    plt.close("all")

@@ -23,6 +23,17 @@ from . import plots
 
 _CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*/?>')
 
+# The interactive twin's frames and the book's rule that text is at least 9 CSS px at a 390-px
+# viewport. There the page gives a frame about 340 CSS px (tests/site/test_explorer_twins.py
+# measures it); a frame at most TWIN_MAX_WIDTH inches wide is shown at 72 CSS px per inch or
+# more, never scaled down, so its text of TWIN_MIN_FONT points or more is 9 CSS px or more.
+TWIN_MAX_WIDTH = 4.6        # inches (331 CSS px at 72 px per inch)
+TWIN_MIN_FONT = 9.0         # points: smaller text in a frame is drawn at this size
+# On a wide screen a frame is shown at 1.5 CSS px per point (as the book's 110-dpi figures),
+# from a 144-dpi PNG: sharp there and on a phone's 2x screen.
+TWIN_CSS_PER_INCH = 108.0
+TWIN_DPI = 144.0
+
 
 def live(draw: Callable, *, width: float = 5.0, height: float = 4.0, **controls):
     """An ``ipywidgets.interactive`` that redraws ``draw(ax, **params)`` as the controls move.
@@ -98,14 +109,16 @@ def animation(draw: Callable, settings: Sequence[dict], *, width: float = 5.0, h
 # ----------------------------------------------------------------------------------------------
 
 
-def _prompt_plane_layout(k: int, width: float | None = None, height: float | None = None):
+def _prompt_plane_layout(k: int, width: float | None = None, height: float | None = None,
+                         stacked: bool = False):
     """A figure with the prompt-plane map and k attention-bar panels.
 
-    One panel: map and bars side by side (the live explorer). Several: the map on top and the
-    bars in a row below it, so that the figure stays legible at page width.
+    One panel: map and bars side by side (the live explorer), or stacked as below when
+    ``stacked``. Several: the map on top and the bars in a row below it, so that the figure
+    stays legible at page width.
     """
     with plots.book_style():
-        if k == 1:
+        if k == 1 and not stacked:
             fig = plt.figure(figsize=(width or 8.4, height or 4.0), layout="constrained")
             outer = fig.add_gridspec(1, 2, width_ratios=[1.6, 1.0])
             plane = fig.add_subplot(outer[0])
@@ -196,8 +209,9 @@ _TWIN_EXTENT = (-8.5, 8.5, -8.5, 8.5)
 
 
 def prompt_frame_figure():
-    """The figure of one prompt-explorer frame: ``(fig, (plane, bars))``."""
-    fig, plane, bars = _prompt_plane_layout(1)
+    """The figure of one prompt-explorer frame: ``(fig, (plane, bars))``, the bars under the map
+    so that the frame is no wider than a phone's column (:data:`TWIN_MAX_WIDTH`)."""
+    fig, plane, bars = _prompt_plane_layout(1, width=TWIN_MAX_WIDTH, height=6.0, stacked=True)
     return fig, (plane, bars)
 
 
@@ -342,19 +356,24 @@ def _axes_list(axes) -> list:
 
 
 def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable | None = None,
-                  width: float = 5.0, height: float = 4.0, dpi: float | None = None):
+                  width: float = 5.0, height: float = 4.0, dpi: float | None = None,
+                  max_width: float | None = None, min_fontsize: float | None = None):
     """Draw ``draw(axes, **setting)`` for each setting into one figure; yields (fig, result).
 
     figure : ``figure()`` returning ``(fig, axes)`` passed as draw's first argument (default: one
     panel of ``width`` x ``height`` inches, the Axes itself passed). As in :func:`live`, the axes
     are cleared between settings (other axes, such as a colour bar, are kept) and the constrained
     layout is solved once, at the first setting, then frozen: solving it again was most of a
-    frame's time. The figure is closed at the end.
+    frame's time. max_width : a wider figure is narrowed to it (inches, height kept) before the
+    layout is solved; min_fontsize : smaller text of each frame is drawn at this size (points).
+    The figure is closed at the end.
     """
     if figure is None:
         fig, (axes,) = plots.panels(width=width, height=height)
     else:
         fig, axes = figure()
+    if max_width is not None and fig.get_figwidth() > max_width:
+        fig.set_figwidth(max_width)
     if dpi is not None:
         fig.set_dpi(dpi)
     engine = None
@@ -365,6 +384,8 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
                     ax.clear()
             with plots.book_style():
                 result = draw(axes, **setting)
+            if min_fontsize is not None:
+                _raise_small_text(fig, min_fontsize)
             if k == 0 and fig.get_layout_engine() is not None:
                 engine = fig.get_layout_engine()
                 fig.canvas.draw()
@@ -376,6 +397,27 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
             yield fig, result
     finally:
         plt.close(fig)
+
+
+def _raise_small_text(fig, size: float) -> None:
+    """Draw every text of ``fig`` under ``size`` points at ``size`` (tick labels included: the
+    ticks an axis makes later copy its first tick's label)."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < size:
+            text.set_fontsize(size)
+
+
+def _smallest_text(fig) -> float:
+    """The smallest font size (points) of the visible, non-empty texts of ``fig`` (tick labels,
+    legends and colour bars included), as last drawn; inf when it has none."""
+    from matplotlib.text import Text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip()
+             and (t.axes is None or t.axes.get_visible())]
+    return min(sizes, default=float("inf"))
 
 
 def _titles_cut(fig) -> bool:
@@ -394,16 +436,23 @@ def _titles_cut(fig) -> bool:
 
 def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
                 figure: Callable | None = None, width: float = 5.0, height: float = 4.0,
-                dpi: float = 72.0, colors: int = 64, labels: dict | None = None,
+                dpi: float = TWIN_DPI, colors: int = 64, labels: dict | None = None,
                 formats: dict | None = None, alt: str = "", note: str = ""):
     """The interactive twin: the live explorer's sliders on the static site, with no kernel.
 
     draw : a module-level ``draw(axes, **params)`` (the live explorer's drawing function);
     controls : ``{name: values}``, the positions of each slider (1-d, in slider order); every
     combination is drawn at build time (``itertools.product`` order, the last control fastest);
-    fixed : keyword arguments passed to every call; figure : see :func:`render_frame`;
+    fixed : keyword arguments passed to every call; figure : see :func:`render_frames`;
+    width, height : inches; a frame is at most :data:`TWIN_MAX_WIDTH` wide (a wider figure is
+    narrowed, its height kept) and its text at least :data:`TWIN_MIN_FONT` points, so that on a
+    phone the text is at least 9 CSS px; dpi : of the PNG frames (shown at
+    :data:`TWIN_CSS_PER_INCH` CSS px per inch where the page is wide enough);
     labels / formats : per control, its label and a ``str.format`` spec of the value shown;
     alt : the frames' alt text (the setting is appended); note : a sentence added below.
+    Each frame records its smallest font size (``font``, points); the spec, the figure's
+    ``size`` in inches. The booksite extension moves the frames' PNGs out of the page into
+    files that ``explorer.js`` loads when needed.
     Returns an ``IPython.display.HTML``: a hidden ``div.mm-explorer`` that the book's
     ``explorer.js`` shows and wires (a range input and an output per control, one image), so
     without JavaScript (and in print) only the static twin before it is seen.
@@ -434,15 +483,18 @@ def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
     combos = [dict(zip(names, combo)) for combo in itertools.product(*grid.values())]
     frames = []
     drawn = render_frames(draw, [{**fixed, **params} for params in combos], figure=figure,
-                          width=width, height=height, dpi=dpi)
+                          width=width, height=height, dpi=dpi, max_width=TWIN_MAX_WIDTH,
+                          min_fontsize=TWIN_MIN_FONT)
     for params, (fig, result) in zip(combos, drawn):
-        frames.append({"src": _png_uri(fig, colors), "hash": frame_fingerprint(fig),
+        src = _png_uri(fig, colors)           # drawn: the texts below are the ones in the PNG
+        frames.append({"src": src, "hash": frame_fingerprint(fig), "font": _smallest_text(fig),
                        "params": params, "result": _jsonable(result)})
+        size = [float(x) for x in fig.get_size_inches()]
     drawn.close()  # closes the figure now, not at garbage collection (the inline backend shows it)
     shown = {name: [format(v, formats.get(name, "g")) for v in values]
              for name, values in grid.items()}
     spec = {"draw": where, "figure": None if figure is None else _importable(figure, "figure"),
-            "fixed": fixed, "size": [width, height],
+            "fixed": fixed, "size": size,
             "controls": [{"name": n, "label": labels.get(n, n), "values": grid[n],
                           "shown": shown[n]} for n in names],
             "alt": alt, "frames": frames}
@@ -470,7 +522,8 @@ def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
         # no src: explorer.js sets it from the frames (the div is hidden without JavaScript, so
         # the first frame written here too would only be loaded twice)
         f'<img class="mm-frame" alt="{html.escape(alt)}" data-frame="0" '
-        f'data-hash="{first["hash"]}">'
+        f'width="{round(size[0] * TWIN_CSS_PER_INCH)}" '
+        f'height="{round(size[1] * TWIN_CSS_PER_INCH)}" data-hash="{first["hash"]}">'
         f'<p class="mm-note">{text}</p>'
         f'<script type="application/json" class="mm-data">{payload}</script></div>')
 
