@@ -108,3 +108,89 @@ def naive_ngd(inst, W0, steps: int, *, lr: float = 0.1, record=(100, 1000, 2000)
         if k in record:
             out[k] = W.copy()
     return out
+
+
+def mpmath_gradient_direction(X, Y, v, W, queries, *, digits: int | None = None) -> np.ndarray:
+    """dL/dW / ||dL/dW||_F (d, d) of the logistic risk in mpmath, from the softmax as written
+    (s_it = e^(a_it) / sum_u e^(a_iu)), with 30 digits more than the logits' spread needs (so
+    that 1 - s_ir, of order e^(-gap), does not round away), or ``digits``."""
+    import mpmath
+
+    X, Y, v, W, Z = (np.asarray(a, dtype=float) for a in (X, Y, v, W, queries))
+    n, T, d = X.shape
+    a = np.einsum("ntd,de,ne->nt", X, W, Z)
+    dps = digits or int(30 + np.ptp(a) / np.log(10))
+    with mpmath.workdps(dps):
+        G = [[mpmath.mpf(0)] * d for _ in range(d)]
+        for i in range(n):
+            logits = [mpmath.fsum(mpmath.mpf(X[i, t, k]) * mpmath.mpf(W[k, e]) * mpmath.mpf(Z[i, e])
+                                  for k in range(d) for e in range(d)) for t in range(T)]
+            e = [mpmath.exp(x) for x in logits]
+            total = mpmath.fsum(e)
+            s = [x / total for x in e]
+            h = [mpmath.mpf(Y[i]) * mpmath.fsum(mpmath.mpf(X[i, t, k]) * mpmath.mpf(v[k])
+                                                for k in range(d)) for t in range(T)]
+            f = mpmath.fsum(st * ht for st, ht in zip(s, h))
+            slope = -1 / (1 + mpmath.exp(f)) / n
+            for t in range(T):
+                w = slope * s[t] * (h[t] - f)
+                for k in range(d):
+                    for l in range(d):
+                        G[k][l] += w * mpmath.mpf(X[i, t, k]) * mpmath.mpf(Z[i, l])
+        norm = mpmath.sqrt(mpmath.fsum(g * g for row in G for g in row))
+        return np.array([[float(g / norm) for g in row] for row in G])
+
+
+def dual_norm(G, q: float, *, scaled: bool = True) -> float:
+    """||G||_q = (sum |G_ij|^q)^(1/q), entrywise; ``scaled``: computed as m ||G / m||_q with
+    m = max |G_ij|, which neither underflows nor overflows (the plain sum underflows to 0 once
+    |G|^q is below the smallest float64)."""
+    G = np.abs(np.asarray(G, dtype=float))
+    if not scaled:
+        return float(np.sum(G ** q) ** (1 / q))
+    m = G.max()
+    return 0.0 if m == 0 else float(m * np.sum((G / m) ** q) ** (1 / q))
+
+
+def naive_study(*, seeds=(1, 2, 3), steps: int = 10000, record=(100, 1000, 2000, 10000),
+                lr: float = 0.1) -> dict:
+    """Normalized GD from W_0 = 0 on :func:`authors_instance` (seed) with the naive gradient
+    (:func:`naive_ngd`) and with the exact step (:func:`maxmargin.exactstep.ngd_KQ_exact` with
+    Q = I frozen): {seed: {"naive", "exact": {step: cos with the Frobenius W-SVM at the
+    selection that run ranks first}, "naive gap": {step: its smallest gap}}}."""
+    from ..exactstep import ngd_KQ_exact
+    from ..svm import w_svm
+
+    insts = [authors_instance(seed) for seed in seeds]
+    d = insts[0].X.shape[-1]
+    exact = ngd_KQ_exact(np.stack([i.X for i in insts]), np.stack([i.Y for i in insts]),
+                         np.stack([i.v for i in insts]), np.zeros((len(insts), d, d)), np.eye(d),
+                         np.stack([i.extra["queries"] for i in insts]), steps, lr,
+                         freeze_Q=True, record_every=100)       # all seeds in one program
+    out = {}
+    for j, (seed, inst) in enumerate(zip(seeds, insts)):
+        X, Z = inst.X, inst.extra["queries"]
+        naive = naive_ngd(inst, np.zeros((d, d)), steps, lr=lr, record=record)
+        row = {"naive": {}, "exact": {}, "naive gap": {}}
+        for k in record:
+            for name, W in (("naive", naive[k]),
+                            ("exact", exact.W[np.searchsorted(exact.steps, k), j])):
+                a = np.einsum("ntd,de,ne->nt", X, W, Z)
+                alpha = a.argmax(axis=1)
+                fro = w_svm(X, alpha, queries=Z)
+                row[name][k] = float(np.sum(W * fro.W) / np.linalg.norm(W) / np.linalg.norm(fro.W))
+                if name == "naive":
+                    top = np.sort(a, axis=1)
+                    row["naive gap"][k] = float(np.min(top[:, -1] - top[:, -2]))
+        out[seed] = row
+    return out
+
+
+def naive_table(study: dict) -> str:
+    """:func:`naive_study` as aligned text: cos with the SVM per seed, step and gradient."""
+    steps = sorted(next(iter(study.values()))["naive"])
+    lines = ["seed  gradient " + "".join(f"{'step ' + format(k, ','):>13s}" for k in steps)]
+    for seed, row in study.items():
+        for name in ("naive", "exact"):
+            lines.append(f"{seed:4d}  {name:8s} " + "".join(f"{row[name][k]:13.4f}" for k in steps))
+    return "\n".join(lines)
