@@ -6,11 +6,14 @@ runs its studies, tabulates and draws them.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import _checks, data
 from ..exactstep import scaled_gradient
 from ..losses import LOGISTIC
+from ..svm import w_svm
 from . import plots
 
 
@@ -194,3 +197,220 @@ def naive_table(study: dict) -> str:
         for name in ("naive", "exact"):
             lines.append(f"{seed:4d}  {name:8s} " + "".join(f"{row[name][k]:13.4f}" for k in steps))
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Studies over many instances of the mirror-descent paper's law
+# ----------------------------------------------------------------------------------------------
+
+MD_POTENTIALS = (1.75, 2.0, 3.0)
+MD_STEPS = {1.75: 1500, 2.0: 2000, 3.0: 20000}   # the authors' code: steps per potential
+
+
+class Stack(NamedTuple):
+    """Instances of :func:`authors_instance` stacked: X (M, n, T, d), Y (M, n), v (M, d),
+    Z (M, n, d), and the seeds."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    v: np.ndarray
+    Z: np.ndarray
+    seeds: tuple
+
+
+def stack(seeds) -> Stack:
+    """The instances :func:`authors_instance` (seed) for each of ``seeds``, stacked."""
+    insts = [authors_instance(s) for s in seeds]
+    return Stack(*(np.stack([getattr(i, k) for i in insts]) for k in ("X", "Y", "v")),
+                 np.stack([i.extra["queries"] for i in insts]), tuple(int(s) for s in seeds))
+
+
+def _norm_name(q: float):
+    """The w_svm norm for an entrywise l_q: "frobenius" for q = 2, the number otherwise."""
+    return "frobenius" if q == 2 else float(q)
+
+
+def top_tokens(st: Stack, W: np.ndarray) -> np.ndarray:
+    """(M, n) the token each sequence ranks first under W (M, d, d)."""
+    return np.einsum("mntd,mde,mne->mnt", st.X, W, st.Z).argmax(axis=2)
+
+
+def smallest_gaps(st: Stack, W: np.ndarray) -> np.ndarray:
+    """(M,) the smallest logit gap between each sequence's top token and the next."""
+    a = np.sort(np.einsum("mntd,mde,mne->mnt", st.X, W, st.Z), axis=2)
+    return np.min(a[..., -1] - a[..., -2], axis=1)
+
+
+class _SVMCache:
+    """W-SVMs of the stack's instances, solved once per (instance, selection, norm)."""
+
+    def __init__(self, st: Stack):
+        self.st, self.solved = st, {}
+
+    def __call__(self, j: int, alpha, norm):
+        key = (j, tuple(int(a) for a in alpha), norm)
+        if key not in self.solved:
+            self.solved[key] = w_svm(self.st.X[j], np.asarray(alpha), queries=self.st.Z[j],
+                                     norm=norm)
+        return self.solved[key]
+
+
+def bregman(W: np.ndarray, S: np.ndarray, p: float) -> float:
+    """The directional Bregman divergence of the potential ||.||_p^p / p between the directions
+    of S and W: 1 - <sign(W')|W'|^(p-1), S'> with W' = W / ||W||_p, S' = S / ||S||_p (in
+    [0, 2]; 1 - cos for p = 2)."""
+    Wn = W / np.sum(np.abs(W) ** p) ** (1 / p)
+    Sn = S / np.sum(np.abs(S) ** p) ** (1 / p)
+    return float(1 - np.sum(np.sign(Wn) * np.abs(Wn) ** (p - 1) * Sn))
+
+
+def density(W: np.ndarray) -> float:
+    """(||W||_1 / ||W||_F)^2 / (number of entries): 1 for a matrix of equal |entries|, about
+    1 / (number of entries) for a single nonzero entry."""
+    return float((np.abs(W).sum() / np.linalg.norm(W)) ** 2 / W.size)
+
+
+def md_study(seeds, *, potentials=MD_POTENTIALS, steps: dict | None = None,
+             norms=MD_POTENTIALS, start: str = "zero", progress: bool = False) -> dict:
+    """Normalized mirror descent (step 0.1, potential ||W||_p^p / p) on the instances of
+    ``seeds``, from W_0 = 0 (``start="zero"``) or from the authors' standard normal start
+    seeded 1000 + seed (``start="authors"``), for ``steps[p]`` steps (default the authors'
+    ``MD_STEPS``). Each run is compared with the entrywise l_q W-SVM, q in ``norms``, at the
+    selection it ranks first at its last step. Returns {"cos", "ratio", "bregman"}
+    (P, Q, M) arrays (cosine, margin ratio rho_q and D_p), "alpha" (P, M, n), "gap" (P, M),
+    "density" (P, M) of the runs and "svm density" (Q, M) of the SVMs at the highest-score
+    selection, and the settings."""
+    from ..normsvm import w_margin_ratio
+    from ..optimizers import descend
+
+    st = stack(seeds)
+    M, n, T, d = st.X.shape
+    steps = dict(MD_STEPS if steps is None else steps)
+    if start == "zero":
+        W0 = np.zeros((M, d, d))
+    elif start == "authors":
+        import torch
+        W0 = np.stack([torch.randn(d, d, generator=torch.Generator().manual_seed(1000 + s),
+                                   dtype=torch.float64).numpy() for s in st.seeds])
+    else:
+        raise ValueError(f"start: expected 'zero' or 'authors', got {start!r}")
+    svms = _SVMCache(st)
+    P, Q = len(potentials), len(norms)
+    out = {k: np.empty((P, Q, M)) for k in ("cos", "ratio", "bregman")}
+    out |= {"alpha": np.empty((P, M, n), dtype=int), "gap": np.empty((P, M)),
+            "density": np.empty((P, M))}
+    for a, p in enumerate(potentials):
+        run = descend(st.X, st.Y, st.v, W0, st.Z, steps[p], 0.1, method="md", p=p,
+                      record_every=None)
+        W = run.W[-1]
+        alpha = top_tokens(st, W)
+        out["alpha"][a], out["gap"][a] = alpha, smallest_gaps(st, W)
+        out["density"][a] = [density(w) for w in W]
+        for b, q in enumerate(norms):
+            for j in range(M):
+                svm = svms(j, alpha[j], _norm_name(q))
+                out["cos"][a, b, j] = np.sum(W[j] * svm.W) / np.linalg.norm(W[j]) / np.linalg.norm(svm.W)
+                out["ratio"][a, b, j] = w_margin_ratio(st.X[j], W[j], alpha[j], queries=st.Z[j],
+                                                       norm=_norm_name(q), svm=svm)
+                out["bregman"][a, b, j] = bregman(W[j], svm.W, p)
+        if progress:
+            print(f"md_study: p = {p}, {steps[p]:,} steps of {M} runs and their SVMs done",
+                  flush=True)
+    best = np.array([inst.optimal for inst in (authors_instance(s) for s in st.seeds)])
+    out["svm density"] = np.array([[density(svms(j, best[j], _norm_name(q)).W) for j in range(M)]
+                                   for q in tuple(norms) + (np.inf,)])
+    return out | {"potentials": tuple(potentials), "norms": tuple(norms), "steps": steps,
+                  "seeds": st.seeds, "start": start}
+
+
+def bootstrap_mean(x, *, draws: int = 2000, seed: int = 0) -> tuple:
+    """(mean, low, high): the mean of ``x`` (k,) and a 95% percentile-bootstrap interval."""
+    x = np.asarray(x, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(draws, len(x)))].mean(axis=1)
+    return float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+RATE_METHODS = (("GD", "gd", 1.0), ("NGD", "ngd", 0.1), ("Polyak", "polyak", 0.1))
+
+
+def rate_study(seeds, *, steps: int = 8000, record_every: int = 100, fit=(1000, 8000)) -> dict:
+    """GD (step 1), NGD (0.1) and the Polyak step (NGD steps of 0.1 where L - L* <= 0) from
+    W_0 = 0 on the instances of ``seeds``: {name: {"steps" (R,), "error" (R, M) 1 - cos with the
+    Frobenius W-SVM at the selection of the last step, "slope" (M,) the least-squares slope of
+    log(error) against log(step) over ``fit``, "norm" (R, M) ||W_t||_F, "gap" (M,) the last
+    smallest gap, "fallbacks" (M,)}}."""
+    from ..optimizers import descend
+
+    st = stack(seeds)
+    M, n, T, d = st.X.shape
+    out = {}
+    for name, method, lr in RATE_METHODS:
+        run = descend(st.X, st.Y, st.v, np.zeros((M, d, d)), st.Z, steps, lr, method=method,
+                      record_every=record_every)
+        W = run.W[-1]
+        alpha = top_tokens(st, W)
+        S = np.stack([w_svm(st.X[j], alpha[j], queries=st.Z[j]).W for j in range(M)])
+        error = 1 - run.cosine(S)
+        keep = (run.steps >= fit[0]) & (run.steps <= fit[1])
+        logs = np.log(run.steps[keep])
+        slope = np.array([np.polyfit(logs, np.log(np.maximum(error[keep, j], 1e-300)), 1)[0]
+                          for j in range(M)])
+        out[name] = {"steps": run.steps, "error": error, "slope": slope, "norm": run.norms,
+                     "gap": smallest_gaps(st, W), "fallbacks": run.fallbacks}
+    return out
+
+
+STEEPEST = (("NGD", dict(method="ngd")), ("sign", dict(method="sign")),
+            ("spectral", dict(method="spectral")), ("Adam", dict(method="adam")))
+STEEPEST_NORMS = (("Frobenius", "frobenius"), ("max", "linf"), ("spectral", "spectral"))
+
+
+def steepest_study(seeds, *, steps: int = 2000, lr: float = 0.1, progress: bool = False) -> dict:
+    """NGD, sign descent, spectral descent and Adam (PyTorch's settings) with step ``lr`` from
+    W_0 = 0 on the instances of ``seeds``: {"ratio": (A, N, M) the margin ratio rho_N of each
+    run's last iterate for N in ``STEEPEST_NORMS`` at the selection it ranks first, "gap" (A, M),
+    "algorithms", "norms"}."""
+    from ..normsvm import w_margin_ratio
+    from ..optimizers import descend
+
+    st = stack(seeds)
+    M, n, T, d = st.X.shape
+    svms = _SVMCache(st)
+    ratio = np.empty((len(STEEPEST), len(STEEPEST_NORMS), M))
+    gap = np.empty((len(STEEPEST), M))
+    for a, (name, kw) in enumerate(STEEPEST):
+        run = descend(st.X, st.Y, st.v, np.zeros((M, d, d)), st.Z, steps, lr,
+                      record_every=None, **kw)
+        W = run.W[-1]
+        alpha = top_tokens(st, W)
+        gap[a] = smallest_gaps(st, W)
+        for b, (_, norm) in enumerate(STEEPEST_NORMS):
+            for j in range(M):
+                ratio[a, b, j] = w_margin_ratio(st.X[j], W[j], alpha[j], queries=st.Z[j],
+                                                norm=norm, svm=svms(j, alpha[j], norm))
+        if progress:
+            print(f"steepest_study: {name}, {steps:,} steps of {M} runs and their SVMs done",
+                  flush=True)
+    return {"ratio": ratio, "gap": gap, "algorithms": tuple(n for n, _ in STEEPEST),
+            "norms": tuple(n for n, _ in STEEPEST_NORMS), "seeds": st.seeds, "steps": steps}
+
+
+def adam_throttle(seeds, *, betas2=(0.999, 0.95), steps: int = 20000,
+                  record_every: int = 500) -> dict:
+    """Adam (beta1 0.9, eps 0: scale-free) from W_0 = 0 for each beta2 in ``betas2``:
+    {beta2: {"steps" (R,), "gap" (R, M) the smallest logit gap (-scale), "rate" (M,) its growth
+    per step over the second half}}."""
+    from ..optimizers import descend
+
+    st = stack(seeds)
+    M, n, T, d = st.X.shape
+    out = {}
+    for b2 in betas2:
+        run = descend(st.X, st.Y, st.v, np.zeros((M, d, d)), st.Z, steps, 0.1, method="adam",
+                      betas=(0.9, b2), eps=0.0, record_every=record_every)
+        gaps = np.stack([smallest_gaps(st, W) for W in run.W])
+        half = run.steps >= steps // 2
+        rate = np.array([np.polyfit(run.steps[half], gaps[half, j], 1)[0] for j in range(M)])
+        out[b2] = {"steps": run.steps, "gap": gaps, "rate": rate}
+    return out
