@@ -1567,8 +1567,8 @@ def _w_norm_solve(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray, norm, name: s
     """The W-SVM in the spectral or an entrywise norm (:mod:`maxmargin.normsvm`), certified, on
     D and Z divided by powers of two near their largest entries (exact, as in
     :func:`_w_nuclear`); feasibility decided and explained by the least-distance solver."""
-    e_D, e_Z = _exponent(D), _exponent(Z)
-    D, Z = np.ldexp(D, -e_D), np.ldexp(Z, -e_Z)
+    top_D, top_Z = _exponent(D), _exponent(Z)
+    D, Z = np.ldexp(D, -top_D), np.ldexp(Z, -top_Z)
     others = _others(alpha, D.shape[1])
     G, _, _ = _w_rows(D, alpha, Z)
     check = D[others] if Z.ndim == 1 else G  # one query: the constraints see u = W p only
@@ -1576,7 +1576,8 @@ def _w_norm_solve(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray, norm, name: s
                           else (None, None)),
          Program(check, np.ones(len(check)), readable=lambda: None),
          lambda: _w_infeasible(D, alpha, Z), name)
-    solved = _normsvm().solve(G, np.ones(len(G)), (D.shape[2],) * 2, norm, name, -(e_D + e_Z))
+    solved = _normsvm().solve(G, np.ones(len(G)), (D.shape[2],) * 2, norm, name,
+                               -(top_D + top_Z))
     return _Nuclear(solved.x, solved.mu, solved.dual, solved.gap)
 
 

@@ -412,3 +412,26 @@ def test_problem_builders_take_the_norm():
     X, alpha = att_instance(2)
     value = mm.att_svm_problem(X, alpha, norm=1.75).problem.solve(solver=cp.CLARABEL)
     assert value == pytest.approx(mm.att_svm(X, alpha, norm=1.75).norm, rel=REL)
+
+
+def test_certificate_needs_the_dual_norm_by_hand():
+    """Points that are feasible, tight where mu > 0, aligned and of zero gap, but not optimal:
+    only the dual norm refuses them. linf: p_1 - p_2 >= 1 at p = (1, 0), mu = 1: Lambda =
+    (1, -1), <Lambda, p> = 1 = ||p||_inf, but ||Lambda||_1 = 2 (the optimum is 1/2). Spectral:
+    W_11, W_12, W_22 >= 1 at W = [[1, 1], [0, 1]] (||W||_2 = phi), mu = phi / 3 each: Lambda =
+    W phi / 3 has nuclear norm phi sqrt 5 / 3 = 1.21 > 1 (its spectral norm is 0.87). Bug
+    caught: the wrong dual norm (l_inf or spectral itself) in the certificate."""
+    with pytest.raises(mm.IllConditionedError, match="dual norm violated"):
+        normsvm.certify(np.array([[1.0, -1.0]]), np.ones(1), np.array([1.0, 0.0]), np.ones(1),
+                        normsvm.parse("linf", "att"))
+    normsvm.certify(np.array([[1.0, -1.0]]), np.ones(1), np.array([0.5, -0.5]), np.full(1, 0.5),
+                    normsvm.parse("linf", "att"))  # the optimum and its multiplier pass
+    rows = np.array([[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 0, 1.0]])  # W_11, W_12, W_22
+    phi = (1 + np.sqrt(5)) / 2
+    with pytest.raises(mm.IllConditionedError, match="dual norm violated"):
+        normsvm.certify(rows, np.ones(3), np.array([[1.0, 1.0], [0.0, 1.0]]),
+                        np.full(3, phi / 3), normsvm.parse("spectral", "w"))
+    # l1 at p = (2, 1), mu = 3: Lambda = (3, -3), aligned, gap 0, ||Lambda||_inf = 3
+    with pytest.raises(mm.IllConditionedError, match="dual norm violated"):
+        normsvm.certify(np.array([[1.0, -1.0]]), np.ones(1), np.array([2.0, 1.0]), np.full(1, 3.0),
+                        normsvm.parse("l1", "att"))
