@@ -266,8 +266,9 @@ class VSVMResult(_Solution):
 
 @dataclass(frozen=True, eq=False)
 class WSVMResult(_Solution):
-    """Solution of the W-SVM for one selection ``alpha``, in the Frobenius norm (the default)
-    or the nuclear norm (``mm.w_svm(..., norm="nuclear")``).
+    """Solution of the W-SVM for one selection ``alpha``, in the Frobenius norm (the default),
+    the nuclear norm (``mm.w_svm(..., norm="nuclear")``) or another norm of ``W_NORMS`` (spectral,
+    entrywise l1, l_inf, l_q; see :mod:`maxmargin.normsvm`).
 
     Attributes
     ----------
@@ -276,18 +277,19 @@ class WSVMResult(_Solution):
     constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W z_i; inf at the selected token.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     alpha : (n,) the selected token of each sequence.
-    norm_name : "frobenius" or "nuclear", the norm that W minimizes (the field is not called
-        ``norm``: that is the number ||W||, as in every SVM result).
-    multipliers : (n, T) Lagrange multipliers mu >= 0 of min ||W||_* (not squared), zero at the
+    norm_name : "frobenius", "nuclear", "spectral", "l1", "linf" or "l<q>" (e.g. "l1.75"), the
+        norm that W minimizes (the field is not called ``norm``: that is the number ||W||, as in
+        every SVM result).
+    multipliers : (n, T) Lagrange multipliers mu >= 0 of min ||W|| (not squared), zero at the
         selected token, or None for the Frobenius norm (whose certificate is the
         least-distance one of ``maxmargin._least_distance``).
-    dual : (d, d) Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T, the subgradient of
-        ||.||_* at W that certifies optimality (||Lambda||_2 <= 1, <Lambda, W> = ||W||_*), or
-        None for the Frobenius norm.
-    duality_gap : ||W||_* - sum_it mu_it, in the units of ||W||_* (the certificate bounds
-        |duality_gap| <= NUCLEAR_TOL * ||W||_*), or None for the Frobenius norm.
-    norm : (property) ||W|| in the SVM's own norm (||W||_F, or ||W||_* = sum of the singular
-        values), computed without overflow.
+    dual : (d, d) Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T, the subgradient of the
+        norm at W that certifies optimality (dual norm of Lambda <= 1, <Lambda, W> = ||W||; for
+        the nuclear norm ||Lambda||_2 <= 1), or None for the Frobenius norm.
+    duality_gap : ||W|| - sum_it mu_it, in the units of ||W|| (the certificate bounds
+        |duality_gap| <= NUCLEAR_TOL (or NORM_TOL) * ||W||), or None for the Frobenius norm.
+    norm : (property) ||W|| in the SVM's own norm (||W||_F, ||W||_* = sum of the singular
+        values, ...), computed without overflow.
     direction : (property) (d, d) the matrix W / norm, of norm 1 in that norm.
 
     The arrays are read-only.
@@ -1431,7 +1433,13 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
     alpha : (n,) selected token of each sequence.
     queries : keyword-only (required), (n, d) the query z_i of each sequence (self-attention), or
         (d,) one query p for all.
-    norm : keyword-only, "frobenius" (the default: min ||W||_F) or "nuclear" (min ||W||_*).
+    norm : keyword-only, "frobenius" (the default: min ||W||_F), "nuclear" (min ||W||_*),
+        "spectral" (min ||W||_2, the largest singular value), "l1", "linf" (the largest
+        |entry|) or a number q >= 1 (entrywise l_q; 1, 2 and ``np.inf`` name l1, Frobenius and
+        linf). The spectral and entrywise norms are solved by cvxpy with Clarabel under either
+        ``solver``, certified to ``NORM_TOL = 1e-6`` with the dual norm (l_q <-> l_{q/(q-1)},
+        l1 <-> l_inf, spectral <-> nuclear) or refused; for spectral, l1 and linf, whose optima
+        need not be unique, W is the least-Frobenius optimal point (:mod:`maxmargin.normsvm`).
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`; for the nuclear norm both use cvxpy and Clarabel, on
         the reduced and on the full-size program).
