@@ -24,6 +24,9 @@ Where the engines compute differently, and why (one line each):
   so that a partial product dlogit * x cannot overflow while the sum is finite.
 * ``mm.gd_W`` and ``mm.gd_KQ`` with one shared query p: GD on u = W p (resp. q = Q^T p), since
   the logits see W only through W p; the iterates are the same up to rounding.
+* ``mm.optimizers.descend`` (mirror_step, sign_step, spectral_step, adam_step, polyak_step
+  here): the gradient divided by its scale e^c (exactstep), norms taken after dividing by the
+  largest entry, Adam's moments in a running unit, L - L* from exact differences.
 * the compiled engine (_compiled.py, numba): the same steps as loops, the same rounding bounds.
 * ``mm.att_svm``, ``mm.v_svm``, ``mm.w_svm`` (svm.py): Lawson-Hanson's NNLS on a working set and a
   KKT certificate instead of a generic conic solver; with a shared query the W-SVM's closed form

@@ -97,6 +97,34 @@ def _check_polyak_steps(run, X, Y, v, Z, j):
     return max(lengths)
 
 
+@pytest.mark.parametrize("p", [1.5, 1.75])
+def test_md_starts_from_zero(p):
+    # The authors' single-instance start W = 0: psi'(W) = W |W|^(p-2) is 0 * inf = NaN at 0 for
+    # p < 2 (notes, pitfall 1). Bug caught: the mirror map written that way.
+    X, Y, v, Z, _ = _instance(13)
+    run = descend(X, Y, v, np.zeros((3, 3)), Z, STEPS, LR, method="md", p=p)
+    for j in range(len(X)):
+        want = _reference_run("md", X[j], Y[j], v[j], np.zeros((3, 3)), Z[j], LR, p=p)
+        np.testing.assert_allclose(run.W[:, j], want, rtol=0,
+                                   atol=TOL * max(1.0, np.max(np.abs(want))))
+
+
+@pytest.mark.parametrize("method, kw", [("sign", {}), ("spectral", {}), ("adam", dict(eps=0.0)),
+                                        ("ngd", {}), ("md", dict(p=1.75)), ("polyak", {})])
+def test_exactly_zero_gradient_entries_do_not_move(method, kw):
+    # With the last query coordinate 0 in every sequence, the last column of G is exactly 0:
+    # sign(0) = 0, and Adam with eps = 0 takes 0 / 0 as 0 there. Bugs caught: sign(0) taken as
+    # +1, Adam's 0 / 0 left as NaN (the run then stops with an error), a column of zeros that a
+    # full polar factor would fill.
+    X, Y, v, Z, W0 = _instance(14)
+    Z[..., 2] = 0.0
+    run = descend(X, Y, v, W0, Z, 10, 0.1, method=method, **kw)
+    # md maps W0 to the dual and back once: a few ulp
+    np.testing.assert_allclose(run.W[:, :, :, 2], np.broadcast_to(W0[:, :, 2], (11, 3, 3)),
+                               rtol=1e-15 if method == "md" else 0, atol=0)
+    assert np.all(np.abs(run.W[-1, :, :, :2] - W0[:, :, :2]) > 0)   # the others move
+
+
 def test_polyak_counts_its_fallbacks():
     # The instances start where some steps have L - L* <= 0 (the top tokens score worse than the
     # attention-weighted mean): those steps are lr-long NGD steps, and are counted. Bug caught:
