@@ -44,7 +44,7 @@ import numpy as np
 from . import _checks, _kernels
 from .exactstep import scaled_logit_gradient
 from .keyquery import _readonly
-from .losses import Loss
+from .losses import Loss, rounded_mean
 from .problem import stacked
 from .train import _affordable_descent, _record_count, _record_steps, _settings
 
@@ -311,8 +311,9 @@ def descend(X, Y, v, W0, queries, steps: int, lr: float, *, method: str, p: floa
         U = _mirror_map(W, p)                      # the dual iterate, carried (not re-derived)
     if method == "adam":
         beta1, beta2 = betas
-        with np.errstate(divide="ignore"):       # log 0 = -inf: no memory, b = c
-            decay = max(np.log(beta1), 0.5 * np.log(beta2))   # the slower moment's log-decay
+        with np.errstate(divide="ignore"):       # log 0 = -inf: no memory
+            log_b1, log_b2 = np.log(beta1), 0.5 * np.log(beta2)
+        decay = max(log_b1, log_b2)               # the slower moment's log-decay per step
         b = np.full(M, -np.inf)                   # moments m = e^b m_, sqrt(v) = e^b r_
         m_, r_ = np.zeros_like(W), np.zeros_like(W)
     r = 0
@@ -327,7 +328,7 @@ def descend(X, Y, v, W0, queries, steps: int, lr: float, *, method: str, p: floa
         unit, top = _unit_max(G)                  # G / max|G|: norms without under/overflow
         size = np.linalg.norm(unit, axis=(1, 2))  # ||G||_F / max|G|
         if record[r] == k:
-            Ws[r], risks[r], scales[r] = W, np.mean(loss.value(step.margin), axis=1), c
+            Ws[r], risks[r], scales[r] = W, rounded_mean(loss, step.margin, axis=1), c
             with np.errstate(divide="ignore", invalid="ignore"):
                 log_grads[r] = c + np.log(top) + np.log(size)
                 excess = _scaled_excess(step, loss)
@@ -348,12 +349,16 @@ def descend(X, Y, v, W0, queries, steps: int, lr: float, *, method: str, p: floa
             W = W - lr * _spectral_direction(unit)
         elif method == "adam":
             t = k + 1
-            b_new = np.maximum(c, b + decay)      # the moments' unit: never overflow
-            old, new = np.exp(b - b_new)[:, None, None], np.exp(c - b_new)[:, None, None]
+            b_new = np.maximum(c, b + decay)      # the moments' unit: they stay below ~1
+            # beta1 e^(b - b_new), sqrt(beta2) e^(b - b_new) and e^(c - b_new) are all <= 1,
+            # formed as one exponential each (beta e^(+710) would be 0 * inf for beta = 0)
+            keep1 = np.exp(log_b1 + b - b_new)[:, None, None]
+            keep2 = np.exp(log_b2 + b - b_new)[:, None, None]
+            new = np.exp(c - b_new)[:, None, None]
             b = b_new
-            m_ = beta1 * old * m_ + (1.0 - beta1) * new * G
+            m_ = keep1 * m_ + (1.0 - beta1) * new * G
             # sqrt(v) carried by hypot: entries 1e-200 below the largest do not underflow squared
-            r_ = np.hypot(np.sqrt(beta2) * old * r_, np.sqrt(1.0 - beta2) * new * G)
+            r_ = np.hypot(keep2 * r_, np.sqrt(1.0 - beta2) * new * G)
             with np.errstate(over="ignore", divide="ignore"):
                 offset = np.exp(np.log(eps) - b) if eps > 0 else np.zeros(M)   # eps e^(-b)
             denom = r_ / np.sqrt(1.0 - beta2 ** t) + offset[:, None, None]

@@ -209,6 +209,13 @@ def test_adam_without_memory_or_eps_is_sign_descent():
     adam = descend(X, Y, v, W0, Z, 30, 0.1, method="adam", betas=(0.0, 0.0), eps=0.0)
     sign = descend(X, Y, v, W0, Z, 30, 0.1, method="sign")
     np.testing.assert_array_equal(adam.W, sign.W)
+    # steps so long that the scale c falls by more than 709 from one step to the next: a moment
+    # rescaled by beta1 * e^(b - b_next) = 0 * inf would be NaN
+    X, Y, v, Z, W0 = _saturated(2)
+    adam = descend(X, Y, v, W0, Z, 3, 2000.0, method="adam", betas=(0.0, 0.0), eps=0.0)
+    sign = descend(X, Y, v, W0, Z, 3, 2000.0, method="sign")
+    assert np.min(np.diff(adam.scale[:, 0])) < -709
+    np.testing.assert_array_equal(adam.W, sign.W)
 
 
 # ---- at saturation: mpmath ------------------------------------------------------------------------
