@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib as _importlib
 
-from . import data, exactstep, nn, reference
+from . import data, exactstep, nn, normsvm, optimizers, reference
 from .heads import (
     MLPHead, OptimalSets, SetDirection, head_attention, head_predict, head_risk, head_risk_grad, mlp_head,
     optimal_sets, set_direction, set_offset,

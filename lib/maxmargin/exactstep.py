@@ -20,6 +20,8 @@ same step from the plain softmax.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import _checks
@@ -27,6 +29,41 @@ from .keyquery import KQTrajectory, _readonly, _stack_factor
 from .losses import Loss
 from .problem import stacked
 from .train import _affordable_descent, _record_count, _record_steps, _settings
+
+
+class LogitStep(NamedTuple):
+    """The scaled logit gradient of M instances (see :func:`scaled_logit_gradient`)."""
+    dlogits: np.ndarray        # (M, n, T) e^(-c) dL/da_it
+    scale: np.ndarray          # (M,) c, the log of the largest non-selected weight
+    margin: np.ndarray         # (M, n) z_i = sum_t s_it gamma_it
+    top_score: np.ndarray      # (M, n) gamma_ir, the score of the top token r_i
+    offset: np.ndarray         # (M, n) z_i - gamma_ir = sum_{t != r} s_it (gamma_it - gamma_ir)
+    scaled_offset: np.ndarray  # (M, n) e^(-c) (z_i - gamma_ir), exact where offset underflows
+
+
+def scaled_logit_gradient(logits, gamma, loss: Loss) -> LogitStep:
+    """e^(-c) dL/da for M instances from their logits a (M, n, T) and scores gamma (M, n, T),
+    with c (one per instance) the log of the largest non-selected softmax weight; the weights
+    are formed relative to the top token, exact to rounding at any gap. See :class:`LogitStep`."""
+    M, n, T = logits.shape
+    top = np.argmax(logits, axis=2)[..., None]            # r_i, (M, n, 1)
+    rel = logits - np.take_along_axis(logits, top, 2)     # a_it - a_ir <= 0
+    log_s = rel - np.log(np.sum(np.exp(rel), axis=2, keepdims=True))   # sum >= 1: no overflow
+    is_top = np.arange(T) == top                          # (M, n, T)
+    others = np.where(is_top, -np.inf, log_s)
+    c = np.max(others, axis=(1, 2))                       # (M,)
+    sigma = np.exp(others - c[:, None, None])             # e^(-c) s_it for t != r_i, 0 at r_i
+    s = np.exp(log_s)                                     # may underflow: used in the margin only
+    top_score = np.take_along_axis(gamma, top, 2)
+    g_rel = gamma - top_score                             # gamma_it - gamma_ir
+    offset = np.sum(np.where(is_top, 0.0, s * g_rel), axis=2, keepdims=True)
+    margin = (top_score + offset)[..., 0]
+    # e^(-c) s_it (gamma_it - z_i): for t != r from sigma; for r, -s_ir sum_t sigma_t g_rel_t
+    scaled_offset = np.sum(sigma * g_rel, axis=2, keepdims=True)
+    top_part = -np.exp(np.take_along_axis(log_s, top, 2)) * scaled_offset
+    dlogits = np.where(is_top, top_part, sigma * (g_rel - offset))
+    dlogits *= loss.derivative(margin)[..., None] / n     # (1/n) l'(z_i), of order one
+    return LogitStep(dlogits, c, margin, top_score[..., 0], offset[..., 0], scaled_offset[..., 0])
 
 
 def scaled_gradient(X, gamma, Z, K, Q, loss: Loss):
@@ -37,27 +74,11 @@ def scaled_gradient(X, gamma, Z, K, Q, loss: Loss):
     the log of the largest non-selected softmax weight of each instance, margin (M, n) the margins
     z_i = sum_t s_it gamma_it.
     """
-    M, n, T, d = X.shape
     C = np.einsum("mdk,mnd->mkn", Q, Z)                   # Q^T z_i, (M, m, n)
     logits = np.einsum("mntd,mdk,mkn->mnt", X, K, C)      # x_it^T K Q^T z_i, (M, n, T)
-    top = np.argmax(logits, axis=2)[..., None]            # r_i, (M, n, 1)
-    rel = logits - np.take_along_axis(logits, top, 2)     # a_it - a_ir <= 0
-    log_s = rel - np.log(np.sum(np.exp(rel), axis=2, keepdims=True))   # sum >= 1: no overflow
-    is_top = np.arange(T) == top                          # (M, n, T)
-    others = np.where(is_top, -np.inf, log_s)
-    c = np.max(others, axis=(1, 2))                       # (M,)
-    sigma = np.exp(others - c[:, None, None])             # e^(-c) s_it for t != r_i, 0 at r_i
-    s = np.exp(log_s)                                     # may underflow: used in the margin only
-    g_rel = gamma - np.take_along_axis(gamma, top, 2)     # gamma_it - gamma_ir
-    offset = np.sum(np.where(is_top, 0.0, s * g_rel), axis=2, keepdims=True)
-    margin = (np.take_along_axis(gamma, top, 2) + offset)[..., 0]
-    # e^(-c) s_it (gamma_it - z_i): for t != r from sigma; for r, -s_ir sum_t sigma_t g_rel_t
-    top_part = -np.exp(np.take_along_axis(log_s, top, 2)) * np.sum(sigma * g_rel, axis=2,
-                                                                   keepdims=True)
-    dlogits = np.where(is_top, top_part, sigma * (g_rel - offset))
-    dlogits *= loss.derivative(margin)[..., None] / n     # (1/n) l'(z_i), of order one
-    A = np.einsum("mnt,mntd->mdn", dlogits, X)           # sum_t dlogit_it x_it, (M, d, n)
-    return A @ Z, c, margin                               # sum_i (...) z_i^T, (M, d, d)
+    step = scaled_logit_gradient(logits, gamma, loss)
+    A = np.einsum("mnt,mntd->mdn", step.dlogits, X)      # sum_t dlogit_it x_it, (M, d, n)
+    return A @ Z, step.scale, step.margin                 # sum_i (...) z_i^T, (M, d, d)
 
 
 def _unit(A: np.ndarray, norm: np.ndarray) -> np.ndarray:

@@ -24,6 +24,9 @@ Where the engines compute differently, and why (one line each):
   so that a partial product dlogit * x cannot overflow while the sum is finite.
 * ``mm.gd_W`` and ``mm.gd_KQ`` with one shared query p: GD on u = W p (resp. q = Q^T p), since
   the logits see W only through W p; the iterates are the same up to rounding.
+* ``mm.optimizers.descend`` (mirror_step, sign_step, spectral_step, adam_step, polyak_step
+  here): the gradient divided by its scale e^c (exactstep), norms taken after dividing by the
+  largest entry, Adam's moments in a running unit, L - L* from exact differences.
 * the compiled engine (_compiled.py, numba): the same steps as loops, the same rounding bounds.
 * ``mm.att_svm``, ``mm.v_svm``, ``mm.w_svm`` (svm.py): Lawson-Hanson's NNLS on a working set and a
   KKT certificate instead of a generic conic solver; with a shared query the W-SVM's closed form
@@ -211,6 +214,74 @@ def gd_KQ_step(X, Y, v, K, Q, queries, lr, *, loss="logistic", normalized=False,
     g_K, g_Q = risk_grad_KQ(X, Y, v, K, Q, queries, loss=loss, reg=reg)
     return KQ(descend(K, g_K, lr, normalized=normalized, eps=eps),
               descend(Q, g_Q, lr, normalized=normalized, eps=eps))
+
+
+# ---- Chapter 8: the optimizer picks the margin (one step each, on W) --------------------------
+
+
+class AdamState(NamedTuple):
+    """Adam's state after k steps: the moments m, v (shape of W) and the step count k."""
+    m: np.ndarray
+    v: np.ndarray
+    k: int
+
+
+def mirror_step(X, Y, v, W, queries, lr, *, p, loss="logistic"):
+    """One step of normalized mirror descent with the potential psi(W) = ||W||_p^p / p (entrywise),
+    shape of W: psi'(W+) = psi'(W) - lr G / ||G||_q, with psi'(W) = sign(W) |W|^(p-1), its inverse
+    sign(U) |U|^(1/(p-1)), q = p / (p - 1) and G = grad_W L. Chapter 8, mirror descent."""
+    G = risk_grad_W(X, Y, v, W, queries, loss=loss)
+    q = p / (p - 1.0)
+    U = np.sign(W) * np.abs(W) ** (p - 1.0) - lr * G / np.sum(np.abs(G) ** q) ** (1.0 / q)
+    return np.sign(U) * np.abs(U) ** (1.0 / (p - 1.0))
+
+
+def sign_step(X, Y, v, W, queries, lr, *, loss="logistic"):
+    """W - lr sign(grad_W L) (sign(0) = 0): steepest descent in the entrywise max-norm.
+    Chapter 8, sign descent."""
+    return np.asarray(W, dtype=float) - lr * np.sign(risk_grad_W(X, Y, v, W, queries, loss=loss))
+
+
+def spectral_step(X, Y, v, W, queries, lr, *, loss="logistic"):
+    """W - lr U V^T with G = grad_W L = U S V^T, singular values below 1e-10 times the largest
+    dropped: steepest descent in the spectral norm. Chapter 8, spectral descent."""
+    U, S, Vt = np.linalg.svd(risk_grad_W(X, Y, v, W, queries, loss=loss), full_matrices=False)
+    keep = S > 1e-10 * S[0]
+    return np.asarray(W, dtype=float) - lr * U[:, keep] @ Vt[keep]
+
+
+def adam_step(X, Y, v, W, queries, lr, *, state=None, betas=(0.9, 0.999), eps=1e-8,
+              loss="logistic"):
+    """(W+, state+): one step of Adam as torch.optim.Adam takes it (no weight decay):
+    m = b1 m + (1 - b1) G, v = b2 v + (1 - b2) G^2, W+ = W - lr m_hat / (sqrt(v_hat) + eps),
+    m_hat = m / (1 - b1^k), v_hat = v / (1 - b2^k); ``state`` None is the start (zeros, k = 0).
+    Chapter 8, Adam."""
+    W = np.asarray(W, dtype=float)
+    G = risk_grad_W(X, Y, v, W, queries, loss=loss)
+    b1, b2 = betas
+    if state is None:
+        state = AdamState(np.zeros_like(W), np.zeros_like(W), 0)
+    k = state.k + 1
+    m = b1 * state.m + (1 - b1) * G
+    s = b2 * state.v + (1 - b2) * G * G
+    W_next = W - lr * (m / (1 - b1 ** k)) / (np.sqrt(s / (1 - b2 ** k)) + eps)
+    return W_next, AdamState(m, s, k)
+
+
+def polyak_step(X, Y, v, W, queries, lr, *, loss="logistic"):
+    """W - ((L - L*) / ||G||_F^2) G, G = grad_W L, with L* = (1/n) sum_i l(gamma_i tau_i) the
+    risk at each sequence's top token tau_i = argmax_t x_it^T W z_i (the Polyak step); where
+    L - L* <= 0, a normalized step W - lr G / ||G||_F. Chapter 8, step-size rules."""
+    W = np.asarray(W, dtype=float)
+    G = risk_grad_W(X, Y, v, W, queries, loss=loss)
+    value, _ = LOSSES[loss]
+    X = np.asarray(X, dtype=float)
+    a = np.einsum("ntd,de,ne->nt", X, W, _queries(queries, len(X)))
+    top = np.argmax(a, axis=1)
+    gamma = scores(X, Y, v)
+    excess = risk_W(X, Y, v, W, queries, loss=loss) - np.mean(value(gamma[np.arange(len(X)), top]))
+    size = np.linalg.norm(G)
+    return W - (excess / size ** 2 * G if excess > 0 else lr * G / size)
 
 
 # ---- Chapters 2, 6, 7: the max-margin programs (cvxpy) -----------------------------------------

@@ -160,8 +160,14 @@ class SVMResult(_Solution):
     multipliers : (n, T) Lagrange multipliers mu >= 0 with p = sum mu_it (k_{i,alpha_i} - k_it);
         zero off the support and at the selected token.
     relaxed : (n,) bool, sequences whose constraints are relaxed to >= 0.
-    norm : (property) ||p||.
-    direction : (property) (d,) the unit vector p / ||p|| (zeros when p = 0).
+    norm_name : the norm p minimizes: "l2" (the default), "l1", "linf" or "l<q>" such as "l1.75"
+        (``mm.att_svm(..., norm=...)``; see :mod:`maxmargin.normsvm`).
+    dual : (d,) Lambda = sum_it mu_it (k_{i,alpha_i} - k_it), the subgradient of the norm at p
+        that certifies optimality (dual norm of Lambda <= 1, <Lambda, p> = ||p||), or None for l2
+        (whose certificate is the least-distance one).
+    duality_gap : ||p|| - sum_it mu_it b_i (|gap| <= NORM_TOL ||p||), or None for l2.
+    norm : (property) ||p|| in the SVM's own norm.
+    direction : (property) (d,) the unit vector p / ||p|| in that norm (zeros when p = 0).
 
     The arrays are read-only.
 
@@ -184,6 +190,16 @@ class SVMResult(_Solution):
     alpha: np.ndarray
     multipliers: np.ndarray
     relaxed: np.ndarray
+    norm_name: str = "l2"
+    dual: np.ndarray | None = None
+    duality_gap: float | None = None
+
+    @property
+    def norm(self) -> float:
+        """||p|| in the SVM's own norm (l2 by default), computed without overflow."""
+        if self.norm_name == "l2":
+            return _ldp.norm(self.p)
+        return _normsvm().value(self.p, _normsvm().from_name(self.norm_name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -250,8 +266,9 @@ class VSVMResult(_Solution):
 
 @dataclass(frozen=True, eq=False)
 class WSVMResult(_Solution):
-    """Solution of the W-SVM for one selection ``alpha``, in the Frobenius norm (the default)
-    or the nuclear norm (``mm.w_svm(..., norm="nuclear")``).
+    """Solution of the W-SVM for one selection ``alpha``, in the Frobenius norm (the default),
+    the nuclear norm (``mm.w_svm(..., norm="nuclear")``) or another norm of ``W_NORMS`` (spectral,
+    entrywise l1, l_inf, l_q; see :mod:`maxmargin.normsvm`).
 
     Attributes
     ----------
@@ -260,18 +277,19 @@ class WSVMResult(_Solution):
     constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W z_i; inf at the selected token.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     alpha : (n,) the selected token of each sequence.
-    norm_name : "frobenius" or "nuclear", the norm that W minimizes (the field is not called
-        ``norm``: that is the number ||W||, as in every SVM result).
-    multipliers : (n, T) Lagrange multipliers mu >= 0 of min ||W||_* (not squared), zero at the
+    norm_name : "frobenius", "nuclear", "spectral", "l1", "linf" or "l<q>" (e.g. "l1.75"), the
+        norm that W minimizes (the field is not called ``norm``: that is the number ||W||, as in
+        every SVM result).
+    multipliers : (n, T) Lagrange multipliers mu >= 0 of min ||W|| (not squared), zero at the
         selected token, or None for the Frobenius norm (whose certificate is the
         least-distance one of ``maxmargin._least_distance``).
-    dual : (d, d) Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T, the subgradient of
-        ||.||_* at W that certifies optimality (||Lambda||_2 <= 1, <Lambda, W> = ||W||_*), or
-        None for the Frobenius norm.
-    duality_gap : ||W||_* - sum_it mu_it, in the units of ||W||_* (the certificate bounds
-        |duality_gap| <= NUCLEAR_TOL * ||W||_*), or None for the Frobenius norm.
-    norm : (property) ||W|| in the SVM's own norm (||W||_F, or ||W||_* = sum of the singular
-        values), computed without overflow.
+    dual : (d, d) Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T, the subgradient of the
+        norm at W that certifies optimality (dual norm of Lambda <= 1, <Lambda, W> = ||W||; for
+        the nuclear norm ||Lambda||_2 <= 1), or None for the Frobenius norm.
+    duality_gap : ||W|| - sum_it mu_it, in the units of ||W|| (the certificate bounds
+        |duality_gap| <= NUCLEAR_TOL (or NORM_TOL) * ||W||), or None for the Frobenius norm.
+    norm : (property) ||W|| in the SVM's own norm (||W||_F, ||W||_* = sum of the singular
+        values, ...), computed without overflow.
     direction : (property) (d, d) the matrix W / norm, of norm 1 in that norm.
 
     The arrays are read-only.
@@ -305,10 +323,19 @@ class WSVMResult(_Solution):
 
     @property
     def norm(self) -> float:
-        """||W|| in the SVM's own norm: Frobenius, or nuclear (the sum of the singular values)."""
+        """||W|| in the SVM's own norm (Frobenius, nuclear, spectral, entrywise l1, l_inf, l_q)."""
         if self.norm_name == "nuclear":
             return _nuclear_norm(self.W)
-        return _ldp.norm(self.W)
+        if self.norm_name == "frobenius":
+            return _ldp.norm(self.W)
+        return _normsvm().value(self.W, _normsvm().from_name(self.norm_name))
+
+
+def _normsvm():
+    """The module of the other norms (imported on use: it imports this one)."""
+    from . import normsvm
+
+    return normsvm
 
 
 # ----------------------------------------------------------------------------------------------
@@ -685,13 +712,19 @@ def _att_rows(D: np.ndarray, alpha: np.ndarray, b: np.ndarray):
     return D[seq, tok], b[seq], seq, tok
 
 
-def _att_problem(A: np.ndarray, b_rows: np.ndarray) -> CvxpyProgram:
+def _att_problem(A: np.ndarray, b_rows: np.ndarray, norm=None) -> CvxpyProgram:
     p = _variable(A.shape[1], "p")
+    if norm is not None and norm.name != "l2":
+        import cvxpy as cp
+
+        return CvxpyProgram(cp.Problem(cp.Minimize(_normsvm().objective(p, norm)),
+                                       [A @ p >= b_rows]), p)
     return _sum_squares_problem(p, [A @ p >= b_rows])
 
 
-def att_svm_problem(X, alpha, *, W=None, relaxed=None) -> CvxpyProgram:
-    """ATT-SVM as a cvxpy problem: min ||p||^2 s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i.
+def att_svm_problem(X, alpha, *, W=None, relaxed=None, norm="l2") -> CvxpyProgram:
+    """ATT-SVM as a cvxpy problem: min ||p||^2 s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i (for
+    another ``norm``, min ||p|| in that norm, as in :func:`att_svm`).
 
     Imports cvxpy (about a second on first use). :func:`att_svm` solves the same problem with
     ``solver="cvxpy"``.
@@ -702,6 +735,8 @@ def att_svm_problem(X, alpha, *, W=None, relaxed=None) -> CvxpyProgram:
     alpha : (n,) selected token of each sequence.
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     relaxed : keyword-only, (n,) bool, sequences with b_i = 0 instead of 1 (default None: none).
+    norm : keyword-only, "l2" (the default), "l1", "linf" or a number q >= 1, as in
+        :func:`att_svm`.
 
     Returns
     -------
@@ -725,16 +760,25 @@ def att_svm_problem(X, alpha, *, W=None, relaxed=None) -> CvxpyProgram:
     array([ 0.5, -0.5])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
+    norm = _normsvm().parse(norm, "att")
     D, b = _att_system(K, alpha, relaxed)
     A, b_rows, _, _ = _att_rows(D, alpha, b)
-    return _att_problem(A, b_rows)
+    return _att_problem(A, b_rows, norm)
 
 
-def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float = 1e-8) -> SVMResult:
+def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float = 1e-8,
+            norm="l2") -> SVMResult:
     """Max-margin token selection (ATT-SVM) for the selection ``alpha``.
 
     Solves p^mm = argmin ||p|| s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i for every sequence i
     and token t != alpha_i, with b_i = 1, or 0 for the sequences flagged in ``relaxed``.
+
+    ``norm`` (default "l2", the paper's SVM) chooses the norm of p: "l1", "linf" (linear
+    programs) or a number q >= 1 for l_q (1.75, or 2 for l2, 1 for l1, ``np.inf`` for l_inf).
+    Every norm but l2 is solved by cvxpy with Clarabel (under either ``solver``) and certified
+    by its KKT conditions with the dual norm to ``NORM_TOL = 1e-6`` (see
+    :mod:`maxmargin.normsvm`), or refused; for l1 and l_inf, whose optima need not be unique,
+    p is the least-l2 optimal point. The result's ``margin`` is 1 / ||p|| in that norm.
 
     Parameters
     ----------
@@ -743,15 +787,18 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     relaxed : keyword-only, (n,) bool mask of relaxed sequences, or None (the default: none).
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
-        :data:`~maxmargin.svm.SOLVERS`).
+        :data:`~maxmargin.svm.SOLVERS`; l2 only: the other norms always use cvxpy).
     tol : keyword-only, relative tolerance for a constraint to count as tight (support), default
         1e-8: ``abs(value - b_i) <= tol * max(1, |k_{i,alpha_i} - k_it|^T |p|)`` (entrywise
         absolute values: the scale of the value's rounding); below 1/2 (``MAX_TOL``), and small
-        enough that tol * max(1, terms) <= 1/2 wherever a constraint is more than 1/2 from b_i.
+        enough that tol * max(1, terms) <= 1/2 wherever a constraint is more than 1/2 from b_i;
+        ``max(tol, NORM_TOL)`` for norms other than l2.
+    norm : keyword-only, "l2" (the default), "l1", "linf" or a number q >= 1 (l_q).
 
     Returns
     -------
-    SVMResult : p^mm, its margin, the constraint values, support and multipliers.
+    SVMResult : p^mm, its margin, the constraint values, support and multipliers (and, for
+        norms other than l2, ``norm_name``, the dual vector and the duality gap).
 
     Raises
     ------
@@ -785,8 +832,9 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     array([[False,  True]])
     """
     K, alpha, relaxed = _att_inputs(X, alpha, W, relaxed)
+    norm = _normsvm().parse(norm, "att")
     return _att_svm(K, alpha, relaxed, _solver(solver), _tol(tol),
-                    _data_name(W))
+                    _data_name(W), None if norm.name == "l2" else norm)
 
 
 def _data_name(W) -> str:
@@ -796,10 +844,10 @@ def _data_name(W) -> str:
 
 
 def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None, solve=None,
-             tol: float = 1e-8, name: str = "X") -> SVMResult:
+             tol: float = 1e-8, name: str = "X", norm=None) -> SVMResult:
     """ATT-SVM on validated keys K (n, T, d) and alpha (n,); ``relaxed`` (n,) bool or None,
     ``solve`` a solver from :func:`_solver` (default "fast"); errors name ``name``, the data
-    the keys come from (:func:`_data_name`)."""
+    the keys come from (:func:`_data_name`); ``norm`` a parsed norm other than l2 (None: l2)."""
     relaxed = np.zeros(len(alpha), dtype=bool) if relaxed is None else relaxed
     solve = _solver("fast") if solve is None else solve
     D, b = _att_system(K, alpha, relaxed)
@@ -817,6 +865,8 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
         return values, scales
 
     mu = np.zeros((n, T))
+    if norm is not None:
+        return _att_norm(D, alpha, b, G, h, seq, tok, forward, tol, name, norm, relaxed)
     if relaxed.all():  # every right-hand side is 0: p = 0 is optimal (margin inf)
         p = np.zeros(d)
         (values, scales), raised = forward(p, False), 0.0
@@ -836,6 +886,43 @@ def _att_svm(K: np.ndarray, alpha: np.ndarray, relaxed: np.ndarray | None = None
         alpha=_readonly(alpha),
         multipliers=_readonly(np.where(support, np.maximum(mu, 0.0), 0.0)),
         relaxed=_readonly(relaxed),
+    )
+
+
+def _att_norm(D, alpha, b, G, h, seq, tok, forward, tol, name, norm, relaxed) -> SVMResult:
+    """ATT-SVM in another norm (:mod:`maxmargin.normsvm`): feasibility decided and explained by
+    the least-distance solver (it does not depend on the norm), then the certified solve on the
+    rows divided by a power of two near their largest entry."""
+    normsvm = _normsvm()
+    n, T, d = D.shape
+    others = _others(alpha, T)
+    mu = np.zeros((n, T))
+    if relaxed.all():  # every right-hand side is 0: p = 0 is optimal (margin inf)
+        p, dual, gap = np.zeros(d), np.zeros(d), 0.0
+    else:
+        e = _exponent(G)
+        unit = np.ldexp(G, -e)
+        _run(lambda program: (None if _ldp.solve(program.G, program.h, certify=False) is None
+                              else (None, None)),
+             Program(unit, h, readable=lambda: None),
+             lambda: _selection_infeasible(D, alpha, b), name)
+        solved = normsvm.solve(unit, h, (d,), norm, name, -e)
+        p, dual, gap = solved.x, solved.dual, solved.gap
+        mu[seq, tok] = solved.mu
+    values, scales = forward(p, False)
+    support = _support(values, b[:, None], scales, others, max(tol, normsvm.NORM_TOL), name,
+                       normsvm.NORM_TOL)
+    return SVMResult(
+        p=_readonly(p),
+        margin=_margin(normsvm.value(p, norm)),
+        constraints=_readonly(values),
+        support=_readonly(support),
+        alpha=_readonly(alpha),
+        multipliers=_readonly(mu),
+        relaxed=_readonly(relaxed),
+        norm_name=norm.name,
+        dual=_readonly(dual),
+        duality_gap=gap,
     )
 
 
@@ -1238,8 +1325,9 @@ def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
     return G, seq, tok
 
 
-#: The norms of the W-SVM, the values of ``w_svm(..., norm=...)``.
-W_NORMS = ("frobenius", "nuclear")
+#: The norms of the W-SVM by name, the values of ``w_svm(..., norm=...)`` (a number q >= 1 names
+#: the entrywise l_q norm too; see :mod:`maxmargin.normsvm`).
+W_NORMS = ("frobenius", "nuclear", "spectral", "l1", "linf")
 
 #: Relative tolerance of the KKT certificate of the nuclear-norm W-SVM (each of primal
 #: feasibility, mu >= 0, complementary slackness, ||Lambda||_2 <= 1, <Lambda, W> = ||W||_* and
@@ -1251,28 +1339,31 @@ W_NORMS = ("frobenius", "nuclear")
 NUCLEAR_TOL = 1e-6
 
 
-def _w_norm(norm) -> str:
-    if not isinstance(norm, str) or norm not in W_NORMS:
-        raise ValueError(f"norm: expected one of {W_NORMS}, got {norm!r}")
-    return norm
+def _w_norm(norm):
+    """The validated norm of a W-SVM (a ``normsvm.Norm``)."""
+    return _normsvm().parse(norm, "w")
 
 
 def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray,
-               norm: str = "frobenius") -> CvxpyProgram:
+               norm="frobenius") -> CvxpyProgram:
     import cvxpy as cp
 
+    name = getattr(norm, "name", norm)
     n, T, d = D.shape
     seq, tok = np.nonzero(_others(alpha, T))
     differences, queries = D[seq, tok], np.broadcast_to(Z, (n, d))[seq]
     W = _variable((d, d), "W")
     constraints = [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1]
-    if norm == "nuclear":
+    if name == "nuclear":
         return CvxpyProgram(cp.Problem(cp.Minimize(cp.normNuc(W)), constraints), W)
+    if name != "frobenius":
+        return CvxpyProgram(cp.Problem(cp.Minimize(_normsvm().objective(W, norm)), constraints), W)
     return _sum_squares_problem(W, constraints)
 
 
-def w_svm_problem(X, alpha, *, queries, norm: str = "frobenius") -> CvxpyProgram:
-    """W-SVM as a cvxpy problem: min ||W||_F^2 (or ||W||_*) s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1.
+def w_svm_problem(X, alpha, *, queries, norm="frobenius") -> CvxpyProgram:
+    """W-SVM as a cvxpy problem: min ||W||_F^2 (or ||W|| in another norm) s.t.
+    (x_{i,alpha_i} - x_it)^T W z_i >= 1.
 
     The nuclear-norm version is a semidefinite program (``cp.normNuc``); Clarabel solves it.
 
@@ -1281,8 +1372,9 @@ def w_svm_problem(X, alpha, *, queries, norm: str = "frobenius") -> CvxpyProgram
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
     queries : keyword-only (required), (n, d) one query per sequence, or (d,) one query for all.
-    norm : keyword-only, "frobenius" (the default: the objective is sum_squares(W)) or
-        "nuclear" (the objective is normNuc(W)).
+    norm : keyword-only, "frobenius" (the default: the objective is sum_squares(W)),
+        "nuclear" (normNuc(W)), "spectral" (sigma_max(W)), "l1", "linf" or a number q >= 1
+        (the entrywise norms of vec(W)), as in :func:`w_svm`.
 
     Returns
     -------
@@ -1291,8 +1383,10 @@ def w_svm_problem(X, alpha, *, queries, norm: str = "frobenius") -> CvxpyProgram
 
     Raises
     ------
-    ValueError : bad inputs, as in :func:`w_svm`, or ``norm`` not one of ``W_NORMS``.
-    TypeError : X or queries is not a real numeric array, or ``alpha`` does not hold integers.
+    ValueError : bad inputs, as in :func:`w_svm`, or ``norm`` not one of ``W_NORMS`` nor a
+        number q >= 1.
+    TypeError : X or queries is not a real numeric array, ``alpha`` does not hold integers, or
+        ``norm`` is neither a string nor a number.
 
     Examples
     --------
@@ -1308,7 +1402,7 @@ def w_svm_problem(X, alpha, *, queries, norm: str = "frobenius") -> CvxpyProgram
     return _w_problem(D, alpha, Z, _w_norm(norm))
 
 
-def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
+def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
           tol: float = 1e-8) -> WSVMResult:
     """Max-margin key-query matrix: W^mm = argmin ||W|| s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1,
     in the Frobenius norm (the default) or the nuclear norm.
@@ -1339,7 +1433,13 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
     alpha : (n,) selected token of each sequence.
     queries : keyword-only (required), (n, d) the query z_i of each sequence (self-attention), or
         (d,) one query p for all.
-    norm : keyword-only, "frobenius" (the default: min ||W||_F) or "nuclear" (min ||W||_*).
+    norm : keyword-only, "frobenius" (the default: min ||W||_F), "nuclear" (min ||W||_*),
+        "spectral" (min ||W||_2, the largest singular value), "l1", "linf" (the largest
+        |entry|) or a number q >= 1 (entrywise l_q; 1, 2 and ``np.inf`` name l1, Frobenius and
+        linf). The spectral and entrywise norms are solved by cvxpy with Clarabel under either
+        ``solver``, certified to ``NORM_TOL = 1e-6`` with the dual norm (l_q <-> l_{q/(q-1)},
+        l1 <-> l_inf, spectral <-> nuclear) or refused; for spectral, l1 and linf, whose optima
+        need not be unique, W is the least-Frobenius optimal point (:mod:`maxmargin.normsvm`).
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`; for the nuclear norm both use cvxpy and Clarabel, on
         the reduced and on the full-size program).
@@ -1428,7 +1528,7 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
 
         return _check_values(values, 1.0, scales, 2 * d + 1, others, name, exact, refine), scales
 
-    if norm == "frobenius":
+    if norm.name == "frobenius":
         def readable():
             return _w_problem(D, alpha, Z)
 
@@ -1448,23 +1548,45 @@ def w_svm(X, alpha, *, queries, norm: str = "frobenius", solver: str = "fast",
             support=_readonly(_support(values, 1.0 + raised, scales, others, tol, name)),
             alpha=_readonly(alpha),
         )
-    nuclear = _w_nuclear(D, alpha, Z, solver)
+    if norm.name == "nuclear":
+        nuclear, accuracy = _w_nuclear(D, alpha, Z, solver), NUCLEAR_TOL
+    else:
+        nuclear, accuracy = _w_norm_solve(D, alpha, Z, norm, name), _normsvm().NORM_TOL
     W = nuclear.W
     values, scales = forward(W, False)
     multipliers = np.zeros((n, T))
     multipliers[others] = nuclear.mu
-    support = _support(values, 1.0, scales, others, max(tol, NUCLEAR_TOL), name, NUCLEAR_TOL)
+    support = _support(values, 1.0, scales, others, max(tol, accuracy), name, accuracy)
     return WSVMResult(
         W=_readonly(W),
-        margin=_margin(_nuclear_norm(W)),
+        margin=_margin(_nuclear_norm(W) if norm.name == "nuclear"
+                       else _normsvm().value(W, norm)),
         constraints=_readonly(values),
         support=_readonly(support),
         alpha=_readonly(alpha),
-        norm_name="nuclear",
+        norm_name=norm.name,
         multipliers=_readonly(multipliers),
         dual=_readonly(nuclear.dual),
         duality_gap=nuclear.gap,
     )
+
+
+def _w_norm_solve(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray, norm, name: str) -> _Nuclear:
+    """The W-SVM in the spectral or an entrywise norm (:mod:`maxmargin.normsvm`), certified, on
+    D and Z divided by powers of two near their largest entries (exact, as in
+    :func:`_w_nuclear`); feasibility decided and explained by the least-distance solver."""
+    top_D, top_Z = _exponent(D), _exponent(Z)
+    D, Z = np.ldexp(D, -top_D), np.ldexp(Z, -top_Z)
+    others = _others(alpha, D.shape[1])
+    G, _, _ = _w_rows(D, alpha, Z)
+    check = D[others] if Z.ndim == 1 else G  # one query: the constraints see u = W p only
+    _run(lambda program: (None if _ldp.solve(program.G, program.h, certify=False) is None
+                          else (None, None)),
+         Program(check, np.ones(len(check)), readable=lambda: None),
+         lambda: _w_infeasible(D, alpha, Z), name)
+    solved = _normsvm().solve(G, np.ones(len(G)), (D.shape[2],) * 2, norm, name,
+                               -(top_D + top_Z))
+    return _Nuclear(solved.x, solved.mu, solved.dual, solved.gap)
 
 
 def _w_blame(D: np.ndarray, Z: np.ndarray) -> str:

@@ -108,7 +108,7 @@ def _documented() -> dict[str, str]:
     """name -> docstring of everything the API page shows: the public names, the modules
     ``data``, ``nn`` and ``reference`` and their public functions and classes."""
     docs = {name: inspect.getdoc(obj) or "" for name, obj in CALLABLES.items()}
-    for module in (mm.data, mm.nn, mm.reference, mm.exactstep):
+    for module in (mm.data, mm.nn, mm.reference, mm.exactstep, mm.normsvm, mm.optimizers):
         docs[module.__name__] = inspect.getdoc(module) or ""
         for name, value in vars(module).items():
             if (not name.startswith("_") and (inspect.isfunction(value) or inspect.isclass(value))

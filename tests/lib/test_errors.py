@@ -70,10 +70,12 @@ CASES = [
      ValueError, r"^Y: labels must be -1 or \+1, found 0\.0$"),
     ("nn model", lambda: mm.nn.logistic_risk(None, X, Y), TypeError, r"^model: expected a PromptAttention"),
     # the nuclear-norm W-SVM: the Frobenius one's errors, and its own
-    ("w_svm norm unknown", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm="spectral"), ValueError,
-     r"^norm: expected one of \('frobenius', 'nuclear'\), got 'spectral'"),
-    ("w_svm norm None", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm=None), ValueError, r"^norm: expected one of"),
-    ("w_svm_problem norm", lambda: mm.svm.w_svm_problem(X, [0, 0, 0], queries=Q, norm="l1"), ValueError,
+    # (since issue 41 "spectral", "l1", "linf" and numbers q >= 1 are norms: test_svm_norms.py)
+    ("w_svm norm unknown", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm="trace"), ValueError,
+     r"^norm: expected one of \('frobenius', 'nuclear', 'spectral', 'l1', 'linf'\) or a number "
+     r"q >= 1 \(the l_q norm, entrywise\), got 'trace'"),
+    ("w_svm norm None", lambda: mm.w_svm(X, [0, 0, 0], queries=Q, norm=None), TypeError, r"^norm: expected a name"),
+    ("w_svm_problem norm", lambda: mm.svm.w_svm_problem(X, [0, 0, 0], queries=Q, norm="l2"), ValueError,
      r"^norm: expected one of"),
     ("nuclear queries wrong shape", lambda: mm.w_svm(X, [0, 0, 0], queries=np.ones((2, 3)), norm="nuclear"),
      ValueError, r"^queries: expected shape \(3,\) or \(3, 3\), got \(2, 3\)"),
