@@ -414,3 +414,165 @@ def adam_throttle(seeds, *, betas2=(0.999, 0.95), steps: int = 20000,
         rate = np.array([np.polyfit(run.steps[half], gaps[half, j], 1)[0] for j in range(M)])
         out[b2] = {"steps": run.steps, "gap": gaps, "rate": rate}
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The stored studies (scripts/ch08_studies.py) and their check
+# ----------------------------------------------------------------------------------------------
+
+SEEDS = tuple(range(1, 21))          # the 20 instances of every study
+AUTHORS_SEEDS = tuple(range(1, 11))  # the cross-check with the authors' start
+THROTTLE_SEEDS = tuple(range(1, 6))
+
+
+def compute_studies(*, seeds=SEEDS, authors_seeds=AUTHORS_SEEDS, throttle_seeds=THROTTLE_SEEDS,
+                    progress: bool = False) -> dict:
+    """Every study of the chapter: {"md", "md authors", "rates", "steepest", "throttle"} as
+    returned by :func:`md_study` (from zero and from the authors' start), :func:`rate_study`,
+    :func:`steepest_study` and :func:`adam_throttle` on the given seeds."""
+    out = {"md": md_study(seeds, progress=progress)}
+    out["md authors"] = md_study(authors_seeds, start="authors", progress=progress)
+    out["rates"] = rate_study(seeds)
+    if progress:
+        print("rates done", flush=True)
+    out["steepest"] = steepest_study(seeds, progress=progress)
+    out["throttle"] = {str(k): v for k, v in adam_throttle(throttle_seeds).items()}
+    if progress:
+        print("throttle done", flush=True)
+    return out
+
+
+def load_studies() -> dict:
+    """The stored result of ``scripts/ch08_studies.py`` (:func:`compute_studies`), lists as
+    arrays."""
+    import json
+    from importlib.resources import files
+
+    def arrays(x):
+        if isinstance(x, dict):
+            return {k: arrays(v) for k, v in x.items()}
+        if isinstance(x, list) and x and not isinstance(x[0], str):
+            return np.array(x)
+        return x
+
+    return arrays(json.loads(files(__package__).joinpath("data/ch08_studies.json").read_text()))
+
+
+def check_studies(stored: dict, *, seeds=(1, 2, 3)) -> dict:
+    """Recompute every study on the first ``seeds`` and compare with ``stored``
+    (:func:`load_studies`): {study: the largest |difference| of its stored numbers over those
+    seeds}. Runs amplify rounding, so another BLAS may differ in late digits."""
+    k = len(seeds)
+    fresh = compute_studies(seeds=seeds, authors_seeds=seeds, throttle_seeds=seeds[:2])
+    out = {}
+    for name, key in (("md", "cos"), ("md", "ratio"), ("md authors", "bregman")):
+        out[f"{name} {key}"] = float(np.max(np.abs(fresh[name][key] - stored[name][key][..., :k])))
+    for method in fresh["rates"]:
+        out[f"rates {method}"] = float(np.max(np.abs(
+            np.log(fresh["rates"][method]["error"][1:]) - np.log(stored["rates"][method]["error"][1:, :k]))))
+    out["steepest ratio"] = float(np.max(np.abs(fresh["steepest"]["ratio"]
+                                                - stored["steepest"]["ratio"][..., :k])))
+    for b2, row in fresh["throttle"].items():
+        out[f"throttle {b2}"] = float(np.max(np.abs(row["gap"] - stored["throttle"][b2]["gap"][:, :2])
+                                             / stored["throttle"][b2]["gap"][:, :2].clip(1)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Figures
+# ----------------------------------------------------------------------------------------------
+
+
+def heatmap(ax, values, low, high, rows, cols, *, title: str, fmt: str = "{:.3f}",
+            cmap: str = "viridis"):
+    """A matrix of ``values`` (R, C) as colours, each cell labelled with its value and its
+    interval [low, high] (same shapes); ``rows`` and ``cols`` label the axes."""
+    values = np.asarray(values, dtype=float)
+    ax.imshow(values, cmap=cmap, aspect="auto")
+    for r in range(values.shape[0]):
+        for c in range(values.shape[1]):
+            light = values[r, c] < (values.min() + values.max()) / 2
+            ax.text(c, r, fmt.format(values[r, c]) + "\n[" + fmt.format(low[r, c]) + ", "
+                    + fmt.format(high[r, c]) + "]", ha="center", va="center", fontsize=9,
+                    color="white" if light else "black")
+    ax.set_xticks(range(len(cols)), cols)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_title(title)
+    ax.grid(False)
+    return ax
+
+
+def md_summary(md: dict, key: str = "cos") -> tuple:
+    """(mean, low, high) (P, Q) over the seeds of ``md[key]`` (P, Q, M), with bootstrap
+    intervals of the mean."""
+    P, Q, _ = md[key].shape
+    cells = [[bootstrap_mean(md[key][a, b]) for b in range(Q)] for a in range(P)]
+    return tuple(np.array([[cell[i] for cell in row] for row in cells]) for i in range(3))
+
+
+def md_panels(axes, md: dict):
+    """(a) mean cosine of mirror descent with potential p (rows) against the l_q W-SVM (columns)
+    with bootstrap intervals; (b) the density of the runs' W and of the SVMs against p or q."""
+    mean, low, high = md_summary(md, "cos")
+    names = [f"{p:g}" for p in md["potentials"]]
+    heatmap(axes[0], mean, low, high, [f"MD, p = {n}" for n in names],
+            [f"q = {n}" for n in md["norms"]], title="(a) cos with the l_q SVM")
+    qs = list(md["norms"]) + [np.inf]
+    axes[1].plot(range(len(md["potentials"])), np.median(md["density"], axis=1), "o-",
+                 color=plots.VERMILLION, label="mirror descent, W_T")
+    axes[1].plot(range(len(qs)), np.median(md["svm density"], axis=1), "s--",
+                 color=plots.BLUE, label="l_q SVM")
+    axes[1].set_xticks(range(len(qs)), [f"{q:g}" for q in qs])
+    axes[1].set(xlabel="p (runs) or q (SVMs)", ylabel=r"$(\|W\|_1 / \|W\|_F)^2 / d^2$",
+                ylim=(0, 1.02), title="(b) how spread the entries are")
+    axes[1].legend(loc="lower right", fontsize=9)
+    return axes
+
+
+def rates_panel(ax, rates: dict):
+    """1 - cos with the Frobenius SVM against the step, median over the seeds and the band
+    between the quartiles, for each method of :func:`rate_study`."""
+    colors = {"GD": plots.BLACK, "NGD": plots.BLUE, "Polyak": plots.VERMILLION}
+    for name, row in rates.items():
+        k = np.asarray(row["steps"])[1:]
+        err = np.maximum(np.asarray(row["error"])[1:], 1e-16)
+        low, mid, high = np.percentile(err, [25, 50, 75], axis=1)
+        ax.fill_between(k, low, high, color=colors[name], alpha=0.2, lw=0)
+        ax.plot(k, mid, color=colors[name], lw=2,
+                label=f"{name} (slope {np.median(row['slope']):.2f})")
+    ax.set(xscale="log", yscale="log", xlabel="step t",
+           ylabel=r"$1 - \cos(W_t, W^{\mathrm{mm}})$", title="direction error")
+    ax.legend(loc="lower left", fontsize=9)
+    return ax
+
+
+def steepest_panels(axes, steep: dict, throttle: dict):
+    """(a) median margin ratio rho_N of each optimizer (rows) in each norm (columns) with
+    bootstrap intervals of the median; (b) Adam's smallest gap against the step for each
+    beta2, with the slope (1 - beta2) / 2 dotted."""
+    ratio = np.asarray(steep["ratio"])
+    A, N, _ = ratio.shape
+    cells = [[_bootstrap_median(ratio[a, b]) for b in range(N)] for a in range(A)]
+    mid, low, high = (np.array([[c[i] for c in row] for row in cells]) for i in range(3))
+    heatmap(axes[0], mid, low, high, list(steep["algorithms"]), list(steep["norms"]),
+            title=r"(a) margin ratio $\rho_N$", fmt="{:.2f}")
+    for (b2, row), color in zip(throttle.items(), (plots.BLUE, plots.VERMILLION)):
+        k = np.asarray(row["steps"])
+        gaps = np.asarray(row["gap"])
+        axes[1].plot(k, np.median(gaps, axis=1), color=color, lw=2, label=f"beta2 = {b2}")
+        half = k >= k[-1] // 2
+        anchor = np.median(gaps[half][0])
+        axes[1].plot(k[half], anchor + (1 - float(b2)) / 2 * (k[half] - k[half][0]), ":",
+                     color=plots.BLACK, lw=1.4)
+    axes[1].set(xlabel="step t", ylabel="smallest logit gap", yscale="log",
+                title="(b) Adam (eps = 0): the gap's growth")
+    axes[1].legend(loc="lower right", fontsize=9)
+    return axes
+
+
+def _bootstrap_median(x, *, draws: int = 2000, seed: int = 0) -> tuple:
+    """(median, low, high): the median of ``x`` and a 95% percentile-bootstrap interval."""
+    x = np.asarray(x, dtype=float)
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, len(x), size=(draws, len(x)))], axis=1)
+    return float(np.median(x)), float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
