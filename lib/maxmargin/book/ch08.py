@@ -100,11 +100,11 @@ def absorption_panel(ax, gaps, cosines: dict):
     return ax
 
 
-def naive_ngd(inst, W0, steps: int, *, lr: float = 0.1, record=(100, 1000, 2000)) -> dict:
+def naive_ngd(inst, start, steps: int, *, lr: float = 0.1, record=(100, 1000, 2000)) -> dict:
     """Normalized GD on W with :func:`naive_gradient` and the guard 1e-300 (the common
     implementation): {step: W (d, d)} at the steps in ``record``."""
     X, Y, v, Z = inst.X, inst.Y, inst.v, inst.extra["queries"]
-    W, out = np.array(W0, dtype=float), {}
+    W, out = np.array(start, dtype=float), {}
     for k in range(1, int(steps) + 1):
         G = naive_gradient(X, Y, v, W, Z)
         W = W - lr * G / (np.linalg.norm(G) + 1e-300)
@@ -230,14 +230,15 @@ def _norm_name(q: float):
     return "frobenius" if q == 2 else float(q)
 
 
-def top_tokens(st: Stack, W: np.ndarray) -> np.ndarray:
-    """(M, n) the token each sequence ranks first under W (M, d, d)."""
-    return np.einsum("mntd,mde,mne->mnt", st.X, W, st.Z).argmax(axis=2)
+def top_tokens(st: Stack, matrices: np.ndarray) -> np.ndarray:
+    """(M, n) the token each sequence ranks first under its instance's matrix (M, d, d)."""
+    return np.einsum("mntd,mde,mne->mnt", st.X, matrices, st.Z).argmax(axis=2)
 
 
-def smallest_gaps(st: Stack, W: np.ndarray) -> np.ndarray:
-    """(M,) the smallest logit gap between each sequence's top token and the next."""
-    a = np.sort(np.einsum("mntd,mde,mne->mnt", st.X, W, st.Z), axis=2)
+def smallest_gaps(st: Stack, matrices: np.ndarray) -> np.ndarray:
+    """(M,) the smallest logit gap between each sequence's top token and the next, under its
+    instance's matrix (M, d, d)."""
+    a = np.sort(np.einsum("mntd,mde,mne->mnt", st.X, matrices, st.Z), axis=2)
     return np.min(a[..., -1] - a[..., -2], axis=1)
 
 
@@ -323,12 +324,21 @@ def md_study(seeds, *, potentials=MD_POTENTIALS, steps: dict | None = None,
                   "seeds": st.seeds, "start": start}
 
 
-def bootstrap_mean(x, *, draws: int = 2000, seed: int = 0) -> tuple:
-    """(mean, low, high): the mean of ``x`` (k,) and a 95% percentile-bootstrap interval."""
+class Estimate(NamedTuple):
+    """A statistic and its 95% interval [low, high]."""
+
+    value: float
+    low: float
+    high: float
+
+
+def bootstrap_mean(x, *, draws: int = 2000, seed: int = 0) -> Estimate:
+    """The mean of ``x`` (k,) and a 95% percentile-bootstrap interval."""
     x = np.asarray(x, dtype=float)
     rng = np.random.default_rng(seed)
     means = x[rng.integers(0, len(x), size=(draws, len(x)))].mean(axis=1)
-    return float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+    return Estimate(float(x.mean()), float(np.percentile(means, 2.5)),
+                    float(np.percentile(means, 97.5)))
 
 
 RATE_METHODS = (("GD", "gd", 1.0), ("NGD", "ngd", 0.1), ("Polyak", "polyak", 0.1))
@@ -502,18 +512,18 @@ def heatmap(ax, values, low, high, rows, cols, *, title: str, fmt: str = "{:.3f}
     return ax
 
 
-def md_summary(md: dict, key: str = "cos") -> tuple:
-    """(mean, low, high) (P, Q) over the seeds of ``md[key]`` (P, Q, M), with bootstrap
-    intervals of the mean."""
+def md_summary(md: dict, *, key: str = "cos") -> Estimate:
+    """The means (P, Q) over the seeds of ``md[key]`` (P, Q, M), with bootstrap intervals of
+    the mean (each (P, Q))."""
     P, Q, _ = md[key].shape
     cells = [[bootstrap_mean(md[key][a, b]) for b in range(Q)] for a in range(P)]
-    return tuple(np.array([[cell[i] for cell in row] for row in cells]) for i in range(3))
+    return Estimate(*(np.array([[cell[i] for cell in row] for row in cells]) for i in range(3)))
 
 
 def md_panels(axes, md: dict):
     """(a) mean cosine of mirror descent with potential p (rows) against the l_q W-SVM (columns)
     with bootstrap intervals; (b) the density of the runs' W and of the SVMs against p or q."""
-    mean, low, high = md_summary(md, "cos")
+    mean, low, high = md_summary(md, key="cos")
     names = [f"{p:g}" for p in md["potentials"]]
     heatmap(axes[0], mean, low, high, [f"MD, p = {n}" for n in names],
             [f"q = {n}" for n in md["norms"]], title="(a) cos with the l_q SVM")
@@ -552,7 +562,7 @@ def steepest_panels(axes, steep: dict, throttle: dict):
     beta2, with the slope (1 - beta2) / 2 dotted."""
     ratio = np.asarray(steep["ratio"])
     A, N, _ = ratio.shape
-    cells = [[_bootstrap_median(ratio[a, b]) for b in range(N)] for a in range(A)]
+    cells = [[bootstrap_median(ratio[a, b]) for b in range(N)] for a in range(A)]
     mid, low, high = (np.array([[c[i] for c in row] for row in cells]) for i in range(3))
     heatmap(axes[0], mid, low, high, list(steep["algorithms"]), list(steep["norms"]),
             title=r"(a) margin ratio $\rho_N$", fmt="{:.2f}")
@@ -570,9 +580,10 @@ def steepest_panels(axes, steep: dict, throttle: dict):
     return axes
 
 
-def _bootstrap_median(x, *, draws: int = 2000, seed: int = 0) -> tuple:
-    """(median, low, high): the median of ``x`` and a 95% percentile-bootstrap interval."""
+def bootstrap_median(x, *, draws: int = 2000, seed: int = 0) -> Estimate:
+    """The median of ``x`` (k,) and a 95% percentile-bootstrap interval."""
     x = np.asarray(x, dtype=float)
     rng = np.random.default_rng(seed)
     meds = np.median(x[rng.integers(0, len(x), size=(draws, len(x)))], axis=1)
-    return float(np.median(x)), float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
+    return Estimate(float(np.median(x)), float(np.percentile(meds, 2.5)),
+                    float(np.percentile(meds, 97.5)))
