@@ -526,12 +526,12 @@ def md_panels(axes, md: dict):
     mean, low, high = md_summary(md, key="cos")
     names = [f"{p:g}" for p in md["potentials"]]
     heatmap(axes[0], mean, low, high, [f"MD, p = {n}" for n in names],
-            [f"q = {n}" for n in md["norms"]], title="(a) cos with the l_q SVM")
+            [f"q = {n}" for n in md["norms"]], title=r"(a) cos with the $\ell_q$ SVM")
     qs = list(md["norms"]) + [np.inf]
     axes[1].plot(range(len(md["potentials"])), np.median(md["density"], axis=1), "o-",
                  color=plots.VERMILLION, label="mirror descent, W_T")
     axes[1].plot(range(len(qs)), np.median(md["svm density"], axis=1), "s--",
-                 color=plots.BLUE, label="l_q SVM")
+                 color=plots.BLUE, label=r"$\ell_q$ SVM")
     axes[1].set_xticks(range(len(qs)), [f"{q:g}" for q in qs])
     axes[1].set(xlabel="p (runs) or q (SVMs)", ylabel=r"$(\|W\|_1 / \|W\|_F)^2 / d^2$",
                 ylim=(0, 1.02), title="(b) how spread the entries are")
