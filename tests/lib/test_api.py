@@ -16,7 +16,7 @@ import maxmargin as mm
 CORE = ["model", "losses", "svm", "optimality", "train", "keyquery", "paths", "heads", "traps", "data", "nn",
         "optimizers", "reference"]
 BOOK = ["book.plots", "book.explore", "book.landscape", "book.ch02", "book.ch03", "book.ch04",
-        "book.ch05", "book.ch06", "book.ch07", "book.source"]
+        "book.ch05", "book.ch06", "book.ch07", "book.ch08", "book.source"]
 # the data, in their one order; X and R (the features of v_svm) share a rank, as do v, v0, head,
 # and W, W0 and the factors K0, Q0 of W = K Q^T (gd_KQ; K, Q in mm.reference's one step)
 DATA_RANK = {"X": 0, "R": 0, "Y": 1, "v": 2, "v0": 2, "head": 2, "W": 3, "W0": 3, "K0": 3, "Q0": 3,
