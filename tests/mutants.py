@@ -1402,6 +1402,15 @@ MUTANTS = [
            "    return float((np.abs(W).sum() / np.linalg.norm(W)) ** 2 / W.size)",
            "    return float((np.abs(W).sum() / np.linalg.norm(W)) / W.size)",
            ("test_ch08_helpers.py",)),
+    # --- issue 38, lead: cosine shapes and the path's scale ---
+    Mutant("keyquery.py", "PenaltyPath.cosine: K Q^T formed unscaled (overflows for large factors)",
+           "        flat = (K @ np.swapaxes(Q, -1, -2)).reshape(len(self.penalties), -1)",
+           "        flat = self.W.reshape(len(self.penalties), -1)",
+           ("test_cosine_shapes.py",)),
+    Mutant("train.py", "WTrajectory.cosine: any array of d*d numbers taken as a (d, d) direction",
+           "        if u.shape != (d, d):\n            raise ValueError(f\"direction: expected a ({d}, {d}) matrix, got shape {u.shape}\")\n        return _kernels.cosine(flat,",
+           "        if u.size != d * d:\n            raise ValueError(f\"direction: expected a ({d}, {d}) matrix, got shape {u.shape}\")\n        return _kernels.cosine(flat,",
+           ("test_cosine_shapes.py",)),
 ]
 
 

@@ -84,7 +84,7 @@ class KQTrajectory:
         largest entries, so no product overflows."""
         d = self.K.shape[-2]
         u = _checks.as_float_array(direction, "direction")   # _checks.direction: finite, no 0
-        if u.size != d * d:
+        if u.shape != (d, d):
             raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
         K, _ = _unit_scaled(self.K)
         Q, _ = _unit_scaled(self.Q)
@@ -589,12 +589,15 @@ class PenaltyPath:
 
     def cosine(self, direction) -> np.ndarray:
         """(k,) Frobenius cosine of each W = K Q^T with ``direction`` (d, d) (see
-        :func:`~maxmargin.cosine`)."""
+        :func:`~maxmargin.cosine`); W is formed from K and Q divided by their largest entries,
+        as in :meth:`KQTrajectory.cosine`, so no product overflows."""
         d = self.K.shape[-2]
         u = _checks.as_float_array(direction, "direction")
-        if u.size != d * d:
+        if u.shape != (d, d):
             raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
-        flat = self.W.reshape(len(self.penalties), -1)
+        K, _ = _unit_scaled(self.K)
+        Q, _ = _unit_scaled(self.Q)
+        flat = (K @ np.swapaxes(Q, -1, -2)).reshape(len(self.penalties), -1)
         return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
 
 

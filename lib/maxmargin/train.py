@@ -735,7 +735,7 @@ class WTrajectory:
         flat = self.W.reshape(self.W.shape[:2] + (-1,))
         d = self.W.shape[-1]
         u = _checks.as_float_array(direction, "direction")   # _checks.direction: finite, no 0
-        if u.size != d * d:
+        if u.shape != (d, d):
             raise ValueError(f"direction: expected a ({d}, {d}) matrix, got shape {u.shape}")
         return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
 
