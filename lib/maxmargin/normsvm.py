@@ -10,7 +10,7 @@ tolerance ``NORM_TOL`` (1e-6), W is feasible, mu_j > 0 only on tight constraints
 N(x) - sum_j mu_j b_j vanishes. The dual norms: l_q <-> l_{q/(q-1)}, l1 <-> l_inf, spectral <->
 nuclear. Any feasible x' has N(x') >= <Lambda, x'> / N*(Lambda) >= sum mu_j b_j / N*(Lambda), so a
 certified x is optimal to about 3 NORM_TOL (relative). A point that fails is refused with
-:class:`IllConditionedError` naming the data.
+:class:`~maxmargin.IllConditionedError` naming the data.
 
 **Canonical point.** l1, l_inf and the spectral norm are not strictly convex, and their optima
 need not be unique (the spectral W-SVM's optimal face is large: a solver's point and another
@@ -23,7 +23,7 @@ CANONICAL_SLACK of the face). Compare runs with such SVMs through the **margin r
 **Scale.** The data are divided by powers of two near their largest entries (exact) before the
 solve and x, mu are scaled back, so X -> c X gives x -> x / c wherever x is representable
 (else ``ValueError`` naming ``X``). Sequences of very different scales are not rescaled one by
-one (the least-distance solvers of :mod:`maxmargin.svm` do better there): such data end in a
+one (the least-distance solvers of ``maxmargin.svm`` do better there): such data end in a
 failed certificate, refused.
 """
 from __future__ import annotations

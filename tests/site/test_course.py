@@ -476,8 +476,8 @@ def imported_modules(sources: list[str]) -> set[str]:
     module of the library they import (anywhere in a file: lazy imports run too)."""
     found, seen, todo = set(), set(), list(sources)
     while todo:
-        source = "\n".join(line for line in todo.pop().splitlines()
-                           if not line.lstrip().startswith(("%", "!")))
+        source = "\n".join(line for line in todo.pop().splitlines()   # (not a "!=" line)
+                           if not re.match(r"\s*(%|!(?!=))", line))
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]

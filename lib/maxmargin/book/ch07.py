@@ -653,8 +653,8 @@ def exact_check(table: dict, *, steps: int = 2000) -> dict:
         then = counts(stored["cos fro"][r], stored["cos nuc"][r])["reach nuclear count"]
         out[name] = {"largest difference": float(np.max(np.abs(row["cos nuc"][0]
                                                                - stored["cos nuc"][r]))),
-                     "other selection": int(np.sum(np.any(row["alpha"][0]
-                                                          != stored["alpha"][r], axis=1))),
+                     "other selection": int(np.sum(np.any(
+                         row["alpha"][0] != stored["alpha"][r], axis=1))),
                      "reach difference": int(now - then)}
     return out
 
