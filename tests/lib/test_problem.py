@@ -176,7 +176,10 @@ def test_trajectory_cosines_name_their_direction_and_keep_broadcasting():
     run_W = mm.gd_W(X, Y, v, np.eye(3), INST.p0[0], 2, 0.1)
     with pytest.raises(TypeError, match="^direction: "):
         run_W.cosine(None)
-    np.testing.assert_array_equal(run_W.cosine(np.eye(3).reshape(-1)), run_W.cosine(np.eye(3)))
+    # A flattened (d*d,) direction is refused: the size alone matched, and a (4,) vector was
+    # read as a (2, 2) matrix in an order the caller did not say (issue 38).
+    with pytest.raises(ValueError, match="^direction: expected a"):
+        run_W.cosine(np.eye(3).reshape(-1))
     stack = mm.gd_stack(np.stack([X, X]), np.stack([Y, Y]), v, INST.p0[:3], 3, 0.5, W=W)
     u = np.array([1.0, 0.0, 0.0])
     np.testing.assert_array_equal(stack.cosine(u[None]), stack.cosine(np.stack([u, u])))
