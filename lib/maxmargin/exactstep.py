@@ -1,7 +1,7 @@
 """Normalized gradient descent on (K, Q) with a step that does not underflow.
 
-Once attention saturates, the weight of a token behind the top one by a logit gap g is about
-e^(-g), and the gradient is of that size. A normalized step G / ||G|| does not depend on that size,
+Once attention saturates, the weight of a token behind the top one by a logit gap is about
+e^(-gap), and the gradient is of that size. A normalized step G / ||G|| does not depend on that size,
 but the softmax weights computed from the logits (as :func:`~maxmargin.gd_KQ` does) underflow to 0
 in float64 beyond a gap of about 745, and a step G / (||G|| + eps) shrinks once ||G|| < eps: the
 runs stop at a ceiling set by the arithmetic, not by gradient descent.
@@ -10,7 +10,7 @@ Here the weights are carried relative to the largest non-selected one: with a_it
 r_i the top token of sequence i and c = max over i and t != r_i of log s_it (one number per
 instance), the step uses e^(-c) times the gradient, whose largest term is of order one. Every
 weight is formed from log s_it = (a_it - a_ir) - log sum_u e^(a_iu - a_ir), which is exact to
-rounding at any gap; the top token's derivative s_ir (gamma_ir - z_i) is formed as
+rounding at any gap; the top token's derivative s_ir (gamma_ir - m_i), m_i the sequence's margin, is formed as
 -s_ir sum_{t != r} s_it (gamma_it - gamma_ir), never by cancellation. The direction of the step
 is then exact to rounding, with eps = 0, at every gap.
 
@@ -35,10 +35,10 @@ class LogitStep(NamedTuple):
     """The scaled logit gradient of M instances (see :func:`scaled_logit_gradient`)."""
     dlogits: np.ndarray        # (M, n, T) e^(-c) dL/da_it
     scale: np.ndarray          # (M,) c, the log of the largest non-selected weight
-    margin: np.ndarray         # (M, n) z_i = sum_t s_it gamma_it
+    margin: np.ndarray         # (M, n) m_i = sum_t s_it gamma_it
     top_score: np.ndarray      # (M, n) gamma_ir, the score of the top token r_i
-    offset: np.ndarray         # (M, n) z_i - gamma_ir = sum_{t != r} s_it (gamma_it - gamma_ir)
-    scaled_offset: np.ndarray  # (M, n) e^(-c) (z_i - gamma_ir), exact where offset underflows
+    offset: np.ndarray         # (M, n) m_i - gamma_ir = sum_{t != r} s_it (gamma_it - gamma_ir)
+    scaled_offset: np.ndarray  # (M, n) e^(-c) (m_i - gamma_ir), exact where offset underflows
 
 
 def scaled_logit_gradient(logits, gamma, loss: Loss) -> LogitStep:
@@ -58,11 +58,11 @@ def scaled_logit_gradient(logits, gamma, loss: Loss) -> LogitStep:
     g_rel = gamma - top_score                             # gamma_it - gamma_ir
     offset = np.sum(np.where(is_top, 0.0, s * g_rel), axis=2, keepdims=True)
     margin = (top_score + offset)[..., 0]
-    # e^(-c) s_it (gamma_it - z_i): for t != r from sigma; for r, -s_ir sum_t sigma_t g_rel_t
+    # e^(-c) s_it (gamma_it - m_i): for t != r from sigma; for r, -s_ir sum_t sigma_t g_rel_t
     scaled_offset = np.sum(sigma * g_rel, axis=2, keepdims=True)
     top_part = -np.exp(np.take_along_axis(log_s, top, 2)) * scaled_offset
     dlogits = np.where(is_top, top_part, sigma * (g_rel - offset))
-    dlogits *= loss.derivative(margin)[..., None] / n     # (1/n) l'(z_i), of order one
+    dlogits *= loss.derivative(margin)[..., None] / n     # (1/n) l'(m_i), of order one
     return LogitStep(dlogits, c, margin, top_score[..., 0], offset[..., 0], scaled_offset[..., 0])
 
 
@@ -72,7 +72,7 @@ def scaled_gradient(X, gamma, Z, K, Q, loss: Loss):
     X (M, n, T, d) tokens, gamma (M, n, T) scores Y_i v^T x_it, Z (M, n, d) queries, K, Q
     (M, d, m) factors. Returns (G, c, margin): G (M, d, d) = e^(-c) dL/dW with W = K Q^T, c (M,)
     the log of the largest non-selected softmax weight of each instance, margin (M, n) the margins
-    z_i = sum_t s_it gamma_it.
+    m_i = sum_t s_it gamma_it.
     """
     C = np.einsum("mdk,mnd->mkn", Q, Z)                   # Q^T z_i, (M, m, n)
     logits = np.einsum("mntd,mdk,mkn->mnt", X, K, C)      # x_it^T K Q^T z_i, (M, n, T)
