@@ -57,6 +57,9 @@ pre, div.highlight, div.cell_input, div.cell_output, .figure-scroll { overflow: 
 div.highlight, div[class*="highlight-"] { break-inside: auto !important; }   /* the theme's avoid */
 pre { orphans: 3; widows: 3; }
 .pdf-keep { break-inside: avoid !important; }
+/* a code input too long to keep whole starts on the page where its frame does: one line of
+   code is enough there (with the default 3, the frame's top was left empty at a page's foot) */
+div.cell_input:not(.pdf-keep) pre { orphans: 1; }
 /* the theme's print header: its title is the title page's, its contents a page of their own;
    the introduction's title, which the theme hides in print, is shown instead */
 #jb-print-docs-body > h1 { display: none !important; }
@@ -129,8 +132,13 @@ HEADINGS = """() => [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
     return [Number(h.tagName[1]), copy.textContent.replace(/\\s+/g, ' ').trim()];
   })"""
 # A code cell (or its input, or output) shorter than a third of a page is kept on one page (CSS
-# cannot test a height); a tag_check cell draws its frame on the cell itself.
+# cannot test a height); a tag_check cell draws its frame on the cell itself, so one shorter
+# than two thirds of a page is kept whole too (split, its frame's top could be left empty at
+# the foot of a page when its first lines moved on).
 KEEP_SHORT_CELLS = """(limit) => {
+  document.querySelectorAll('div.cell.tag_check').forEach(cell => {
+    if (cell.getBoundingClientRect().height < 2 * limit) cell.classList.add('pdf-keep');
+  });
   document.querySelectorAll('div.cell, div.cell_input, div.cell_output').forEach(cell => {
     if (cell.getBoundingClientRect().height < limit) cell.classList.add('pdf-keep');
   });
