@@ -4,14 +4,14 @@
 //     every query word (stemmed as Sphinx stems): definitions and the terms they define, then
 //     page titles, then sections and other boxes, each kind by how much of its title the query
 //     covers (a title that starts with the query a little ahead), then in book order;
-//  2. Sphinx's hits with an anchor (library objects, index entries) that 1. does not list;
-//  3. Sphinx's page hits that 1. does not list, each page placed at its best section (the one
-//     whose own text holds most query words, closest together, most often) and ordered by it,
-//     a page whose title holds query words ahead.
+//  2. Sphinx's other hits, in its order: those with an anchor (library objects, index entries)
+//     as they are; in the places of its page hits, the pages 1. does not list, each placed at
+//     its best section (the one whose own text holds most query words, closest together, most
+//     often) and ordered by it, a page whose title holds query words ahead.
 // Every result links to its section's anchor, with a snippet from that section (math as text,
 // by search-snippets.js's converter). The pages are fetched as Sphinx fetches them for its
-// snippets; where that fails (file://), 1. and 2. still link to their sections and 3. keeps
-// Sphinx's order, linking to the top of the page.
+// snippets; where that fails (file://), 1. and Sphinx's anchored hits still link to their
+// sections, and its page hits keep its order, linking to the top of the page.
 (function () {
   "use strict";
   if (typeof Search === "undefined" || !Search._performSearch) return;
@@ -79,7 +79,9 @@
 
   // --- the pages, fetched once --------------------------------------------------------------
   const pages = new Map();
+  const FETCHABLE = location.protocol !== "file:";     // a browser fetches no file:// page
   function page(doc) {
+    if (!FETCHABLE) return Promise.resolve(null);
     if (!pages.has(doc)) {
       const url = document.documentElement.dataset.content_root + doc +
         DOCUMENTATION_OPTIONS.FILE_SUFFIX;
@@ -87,7 +89,7 @@
         .then((response) => (response.ok ? response.text() : Promise.reject(response.status)))
         .then((html) => new DOMParser().parseFromString(html, "text/html"))
         .catch((error) => {
-          console.warn(`book-search: ${url} could not be read (${error}); its results link to the page`);
+          console.warn(`book-search: ${url} could not be read (${error}): no snippet, no section`);
           return null;
         }));
     }
@@ -95,6 +97,8 @@
   }
 
   const HEADING = /^H[1-6]$/;
+  const INLINE = new Set(["A", "ABBR", "B", "CITE", "CODE", "EM", "I", "KBD", "MARK", "SMALL",
+                          "SPAN", "STRONG", "SUB", "SUP", "VAR"]);
   const isHeadedSection = (el) =>
     el.tagName === "SECTION" && Array.from(el.children).some((c) => HEADING.test(c.tagName));
 
@@ -116,12 +120,15 @@
         if (child.matches(SKIP) || isHeadedSection(child)) continue;
         if (top && !withHeading && (HEADING.test(child.tagName) ||
                                     child.matches("p.admonition-title"))) continue;
-        if (child.classList.contains("math")) parts.push(" " + texToText(mathTex(child)) + " ");
+        const block = !INLINE.has(child.tagName);
+        if (block) parts.push(" ");
+        if (child.classList.contains("math")) parts.push(texToText(mathTex(child)));
         else walk(child, false);
+        if (block) parts.push(" ");
       }
     };
     walk(el, true);
-    return parts.join(" ").replace(/\s+/g, " ").trim();
+    return parts.join("").replace(/\s+/g, " ").trim();
   }
 
   // A unit's heading as the page shows it (a box's title line, "Definition 2.4 (...)").
@@ -197,7 +204,10 @@
       start = Math.max(0, start - 60);
       if (start > 0) start = text.indexOf(" ", start) + 1 || start;
     }
-    const body = text.substr(start, SNIPPET).trim();
+    let body = text.substr(start, SNIPPET);
+    if (start + SNIPPET < text.length && body.lastIndexOf(" ") > SNIPPET / 2)
+      body = body.slice(0, body.lastIndexOf(" "));           // end on a whole word
+    body = body.trim();
     if (!body) return null;
     const p = document.createElement("p");
     p.classList.add("context");
@@ -229,9 +239,9 @@
       return sphinxQuery(query);
     }
     const parsed = Search._parseQuery(query);
-    const [, searchTerms, , highlightTerms] = parsed;
+    const [, searchTerms, , highlightTerms] = parsed;   // stems, and the words as typed
     const sphinxResults = Search._performSearch(...parsed).reverse();   // best first
-    const query_ = [...searchTerms];
+    const words = [...searchTerms];
     const titles = Search._index.titles;
     const pageTitle = (doc) => titles[Search._index.docnames.indexOf(doc)] || escapeHtml(doc);
 
@@ -241,37 +251,41 @@
     }));
     const listed = new Set(hits.map((h) => h.doc + "#" + h.anchor));
     const hitDocs = new Set(hits.map((h) => h.doc));
-    const anchored = [], pageHits = [];
+    const rest = [], pageHits = [];         // Sphinx's other hits, in its order
     for (const [doc, title, anchor, descr, score] of sphinxResults) {
       const id = anchor.replace(/^#/, "");
       if (id && !listed.has(doc + "#" + id)) {
-        anchored.push({ doc, anchor: id, title, descr, score });
+        rest.push({ doc, anchor: id, title, descr, score });
         listed.add(doc + "#" + id);
       } else if (!id && !hitDocs.has(doc)) {
-        pageHits.push({ doc, anchor: "", title, score: 0 });
+        const hit = { doc, anchor: "", title, score: 0, page: true };
+        rest.push(hit);
+        pageHits.push(hit);
         hitDocs.add(doc);
       }
     }
 
-    const docs = await Promise.all([...new Set([...hits, ...pageHits].map((r) => r.doc))]
+    const shown = [...hits, ...rest].filter((r) => !r.descr);     // those that get a snippet
+    const docs = await Promise.all([...new Set(shown.map((r) => r.doc))]
       .map(async (doc) => [doc, await page(doc)]));
     const fetched = new Map(docs);
     for (const r of pageHits) {
       const doc = fetched.get(r.doc);
-      const best = doc && bestUnit(doc, query_);
+      const best = doc && bestUnit(doc, words);
       if (!best) continue;
       const top = pageUnit(r.doc);
-      const inTitle = top ? query_.filter((q) => top.set.has(q)).length / query_.length : 0;
+      const inTitle = top ? words.filter((q) => top.set.has(q)).length / words.length : 0;
       r.anchor = best.id;
       r.score = best.score + PAGE_TITLE_WEIGHT * inTitle;
       if (!top || best.id !== top.anchor) r.title += " > " + escapeHtml(best.heading);
     }
     pageHits.sort((a, b) => b.score - a.score);
-    const results = [...hits, ...anchored, ...pageHits];
+    // The page hits take the places Sphinx gave page hits, best first; the others keep theirs.
+    const results = [...hits, ...rest.map((r) => (r.page ? pageHits.shift() : r))];
     for (const r of results) {
       const doc = fetched.get(r.doc);
       const el = doc && r.anchor && !r.descr ? doc.getElementById(r.anchor) : null;
-      if (el) r.snippet = snippet(el, query_);
+      if (el) r.snippet = snippet(el, words);
     }
     show(results, highlightTerms);
   };
