@@ -10,11 +10,12 @@ so hits linked to the top of the page, and the snippet came from the first place
 (sidebar included) where a word occurs. ``html_search_scorer`` can only re-score those
 page-level hits: it cannot add a section or an anchor.
 
-This module writes, after every page is read, the units a reader searches for into
-``_static/book-search-index.js`` (about 30 kB, a script so that it loads from file:// too): in
-book order, each page's title, every section, every sphinx-proof box (definitions apart), and
-the terms a definition sets in italics (``*locally optimal*``), each with its page, its anchor
-and the label a result shows ("Definition 2.4 (Locally-optimal selection)"). On the search page
+This module writes, once every page is written and before the search page is, the units a
+reader searches for into ``_static/book-search-index.js`` (about 26 kB, a script so that it
+loads from file:// too): in book order, each page's title, every section, every sphinx-proof
+box (definitions apart), every titled exercise and the terms a definition sets in italics
+(``*locally optimal*``), each with its page, its anchor and the label a result shows
+("Definition 2.4 (Locally-optimal selection)"). On the search page
 ``book-search.js`` (see its header) ranks first the units whose title holds every query word
 (definitions and defined terms, then page titles, then sections and other boxes; a title that
 the query covers more wins within each kind), then Sphinx's own hits, each page placed at its
