@@ -11,6 +11,9 @@ One module per concern; each module's docstring says what it does and why:
 * :mod:`booksite.times` -- the `{chapter-times}` directive: measured execution times.
 * :mod:`booksite.pages` -- each inline script once, no `fontawesome.js`, 256-colour PNGs,
   phone-width figures that scroll sideways, math in search snippets.
+* :mod:`booksite.search` -- search results ranked by section: a page's or section's title, a
+  definition or a defined term that matches comes first, linked to its anchor, with a snippet
+  from that section (``_static/book-search-index.js``, ``book-search.js``).
 * :mod:`booksite.apidoc` -- the library reference: docstrings in the book's convention
   (``name : shapes and meaning``) as RST definition lists.
 * :mod:`booksite.pdf` -- the single-page build that `make pdf` prints.
@@ -31,6 +34,7 @@ from .kernels import quiet_kernels
 from .launch import launch_exported_notebooks, publish_notebooks
 from .pdf import html_writers_for_singlehtml
 from .release import set_version
+from .search import setup_search
 from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
                     palette_images, redirect_page, search_page_assets, explorer_assets,
                     explorer_frames)
@@ -48,6 +52,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("config-inited", add_templates)
     app.connect("config-inited", set_version)
     setup_corrections(app)
+    setup_search(app)
     app.connect("builder-inited", add_static)
     app.connect("builder-inited", html_writers_for_singlehtml)
     app.add_css_file("booksite.css")

@@ -13,7 +13,8 @@ keep every chapter page, with everything it loads, under 3.1 MB (tests/site/test
 
 **Phone-width layout and search snippets.** `booksite.css` (all pages) lets wide figures keep
 a legible height at phone width and scroll sideways in their own box; `search-snippets.js`
-(search page) shows math in search results as text instead of raw TeX delimiters;
+(search page) shows math in search results as text instead of raw TeX delimiters (the ranking
+by section is :mod:`booksite.search`'s);
 `scroll-hints.js` (all pages) marks the tables that scroll sideways in their box, which
 `booksite.css` then labels ("swipe for more columns"); the general index stacks its columns.
 

@@ -44,6 +44,9 @@ EXTERNAL = {
     "nbgrader_config.py": "nbgrader's settings in an instructor's course folder (teaching page)",
     "numbers.json": "a build's record of its numbers and verdicts, _build/html/_static/numbers.json, "
                     "kept per release as releases/<version>/numbers.json (none before 0.2.0)",
+    "_static/book-search-index.js": "the search index by section that the build writes "
+                                    "(_ext/booksite/search.py) into _build/html/_static/",
+    "searchtools.js": "Sphinx's search script (sphinx/themes/basic/static/ in the venv)",
 }
 # Not scanned: vendored third-party text.
 SKIP = {"LICENSE-CONTENT", "tests/repo/data/cff-1.2.0.schema.json"}

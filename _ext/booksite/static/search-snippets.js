@@ -1,6 +1,7 @@
 // Search results on the static site: Sphinx builds each snippet from the page's text, where
 // math is still TeX between \( \) or \[ \] delimiters (MathJax typesets it only in the page).
-// Before the snippet is cut, each math element's TeX is rewritten as plain text.
+// Before the snippet is cut, each math element's TeX is rewritten as plain text. The book's
+// ranking (book-search.js) cuts its snippets itself, with this converter (window.bookTexToText).
 (function () {
   "use strict";
   if (typeof Search === "undefined" || !Search.htmlToText) return;
