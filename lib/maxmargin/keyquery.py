@@ -17,17 +17,13 @@ import torch
 
 from . import _checks, _kernels
 from .losses import EXPONENTIAL, Loss, rounded_mean
-from .problem import problem, stacked
-from .train import (_TWO_LANE_COSTS, _affordable_descent, _block_lanes, _largest, _loss_code,
-                    _overflow, _run_blocks,
-                    _queries_shared, _record_count, _record_steps, _risk_of, _settings,
-                    _step_direction, _times_power_of_two, _up_exponent, engine)
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.flags.writeable = False
-    return a
+from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
+from ._descent import (_affordable_descent, _largest, _overflow, _queries_shared, _readonly,
+                       _record_count, _record_steps, _risk_of, _settings)
+from ._factors import _stacked_factors
+from ._stepping import _step_direction, _times_power_of_two, _up_exponent
+from .problem import problem
+from .train import engine
 
 
 def _unit_scaled(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -392,18 +388,6 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                         _readonly(record))
 
 
-def _stack_factor(A, M: int, d: int, name: str) -> np.ndarray:
-    """A start of a factor for a stack of M instances: (d, m) shared or (M, d, m), as (M, d, m)."""
-    A = _checks.as_float_array(A, name)
-    if A.ndim == 2:
-        A = np.broadcast_to(A, (M,) + A.shape)
-    if A.ndim != 3 or A.shape[:2] != (M, d):
-        raise ValueError(f"{name}: expected shape ({d}, m) or ({M}, {d}, m), got {A.shape}")
-    if A.shape[2] < 1:
-        raise ValueError(f"{name}: the factor width m must be >= 1, got shape {A.shape}")
-    return _checks.finite(A, name).copy()
-
-
 def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                 loss: str | Loss = "logistic", normalized: bool = False, eps: float = 1e-12,
                 reg: float = 0.0, freeze_Q: bool = False,
@@ -456,19 +440,8 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
     >>> stack.K.shape, bool(np.allclose(stack.W[:, 1], one.W[:, 0]))
     ((51, 2, 2, 2), True)
     """
-    problems = stacked(X, Y, v)
-    M, (n, T, d) = len(problems), problems[0].shape
-    gamma = np.stack([prob.scores for prob in problems])     # (M, n, T)
-    X = np.stack([prob.X for prob in problems])
-    Z = _checks.as_float_array(queries, "queries")
-    if Z.shape != (M, n, d):
-        raise ValueError(f"queries: expected shape ({M}, {n}, {d}), got {Z.shape}")
-    Z = _checks.finite(Z, "queries")
-    K = _stack_factor(K0, M, d, "K0")
-    Q = _stack_factor(Q0, M, d, "Q0")
-    if Q.shape[2] != K.shape[2]:
-        raise ValueError(f"Q0: width m = {Q.shape[2]} differs from K0's m = {K.shape[2]} (the "
-                         f"factors of W = K Q^T need the same m), got shapes {K.shape} and {Q.shape}")
+    X, gamma, Z, K, Q = _stacked_factors(X, Y, v, K0, Q0, queries)
+    M, n, T, d = X.shape
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
     freeze_Q = _checks.flag(freeze_Q, "freeze_Q")

@@ -35,7 +35,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from . import _checks
+from ._attsvm import _att_inputs
+from ._forward import _differences, _others
 from ._least_distance import IllConditionedError
+from ._winputs import _w_inputs
 
 if TYPE_CHECKING:
     import cvxpy as cp
@@ -340,7 +343,7 @@ def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float
     """
     from . import svm as _svm
 
-    X, D, alpha, Z = _svm._w_inputs(X, alpha, queries)
+    X, D, alpha, Z = _w_inputs(X, alpha, queries)
     spec = parse(norm, "w")
     d = D.shape[2]
     W = _checks.finite(_checks.as_float_array(W, "W"), "W")
@@ -348,7 +351,7 @@ def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float
         raise ValueError(f"W: expected shape ({d}, {d}), got {W.shape}")
     result = _svm.w_svm(X, alpha, queries=queries, norm=norm) if svm is None else svm
     _matches(result, _svm.WSVMResult, spec, alpha)
-    others = _svm._others(alpha, D.shape[1])
+    others = _others(alpha, D.shape[1])
     each = np.broadcast_to(Z, (D.shape[0], d))
     values = np.einsum("ita,ia->it", D, each @ W.T)[others]
     return _ratio(values, W, spec, result.norm, "W")
@@ -388,15 +391,15 @@ def att_margin_ratio(X, p, alpha, *, W=None, norm="l2", svm=None) -> float:
     """
     from . import svm as _svm
 
-    K, alpha, _ = _svm._att_inputs(X, alpha, W, None)
+    K, alpha, _ = _att_inputs(X, alpha, W, None)
     spec = parse(norm, "att")
     p = _checks.vector(p, K.shape[2], "p")
     result = _svm.att_svm(X, alpha, W=W, norm=norm) if svm is None else svm
     _matches(result, _svm.SVMResult, spec, alpha)
     if np.any(result.relaxed):
         raise ValueError("svm: the margin ratio is defined for an SVM without relaxed sequences")
-    D = _svm._differences(K, alpha)
-    values = (D @ p)[_svm._others(alpha, K.shape[1])]
+    D = _differences(K, alpha)
+    values = (D @ p)[_others(alpha, K.shape[1])]
     return _ratio(values, p, spec, result.norm, "p")
 
 
