@@ -1411,6 +1411,40 @@ MUTANTS = [
            "        if u.shape != (d, d):\n            raise ValueError(f\"direction: expected a ({d}, {d}) matrix, got shape {u.shape}\")\n        return _kernels.cosine(flat,",
            "        if u.size != d * d:\n            raise ValueError(f\"direction: expected a ({d}, {d}) matrix, got shape {u.shape}\")\n        return _kernels.cosine(flat,",
            ("test_cosine_shapes.py",)),
+    # --- round four, F38 ---
+    Mutant("_svmsolve.py", "certified Clarabel solve at the default tolerances (1e-8)",
+           "            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,\n"
+           "                          tol_feas=1e-10)\n    except cp.error.SolverError as error:\n"
+           "        raise IllConditionedError(f\"{name}: cvxpy/Clarabel fails on the {what}",
+           "            problem.solve(solver=cp.CLARABEL)\n    except cp.error.SolverError as error:\n"
+           "        raise IllConditionedError(f\"{name}: cvxpy/Clarabel fails on the {what}",
+           ("test_certified_solve.py",)),
+    Mutant("_svmsolve.py", "certified Clarabel solve: OPTIMAL_INACCURATE refused",
+           "    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) \\\n"
+           "            or (constraint is not None",
+           "    if problem.status not in (cp.OPTIMAL,) \\\n            or (constraint is not None",
+           ("test_certified_solve.py",)),
+    Mutant("_svmsolve.py", "certified Clarabel solve: missing multipliers passed on",
+           "or (constraint is not None and constraint.dual_value is None):",
+           "or False:",
+           ("test_certified_solve.py",)),
+    Mutant("_svmsolve.py", "certified Clarabel solve: cvxpy's inaccuracy warning shown",
+           "            warnings.filterwarnings(\"ignore\", message=\"Solution may be inaccurate\",\n"
+           "                                    category=UserWarning)\n",
+           "            pass\n",
+           ("test_certified_solve.py",)),
+    Mutant("_svmsolve.py", "certified Clarabel solve: cvxpy's SolverError escapes",
+           "        raise IllConditionedError(f\"{name}: cvxpy/Clarabel fails on the {what} ({error})\") from None",
+           "        raise",
+           ("test_certified_solve.py",)),
+    Mutant("_factors.py", "stacked factors: queries of another shape accepted",
+           "    if Z.shape != (M, n, d):\n        raise ValueError(f\"queries: expected shape ({M}, {n}, {d}), got {Z.shape}\")",
+           "    if Z.ndim != 3:\n        raise ValueError(f\"queries: expected shape ({M}, {n}, {d}), got {Z.shape}\")",
+           ("test_keyquery.py", "test_exactstep.py", "test_bad_inputs_r4b.py")),
+    Mutant("_factors.py", "stacked factors: K0 and Q0 of different widths accepted",
+           "    if Q.shape[2] != K.shape[2]:",
+           "    if Q.shape[2] < 1:",
+           ("test_keyquery.py", "test_exactstep.py")),
 ]
 
 

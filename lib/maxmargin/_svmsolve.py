@@ -1,10 +1,12 @@
 """The solvers of the SVMs of :mod:`maxmargin.svm`: a registry of functions of one least-distance
 program (:class:`Program`, re-exported there), the errors of a solve named after the data, and
 the solve checked forward (:mod:`._forward`), re-solved once where the rounding of the solution
-left constraints short.
+left constraints short; and the Clarabel solve of the programs certified by their own KKT
+conditions (the nuclear-norm W-SVM, :mod:`maxmargin.normsvm`).
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -180,3 +182,28 @@ def _variable(size, name: str) -> cp.Variable:
 def _exponent(A: np.ndarray) -> int:
     """e with max |A| / 2^e in [1/2, 1) (0 for a zero array): dividing by 2^e is exact."""
     return int(np.frexp(float(np.abs(A).max(initial=0.0)))[1])
+
+
+def _clarabel_certified(problem: cp.Problem, name: str, what: str, exists: str,
+                        constraint=None) -> None:
+    """Solve a feasible program ``what`` (e.g. "nuclear-norm W-SVM") with Clarabel (tolerances
+    1e-10) for a caller that certifies the answer by its KKT conditions: IllConditionedError
+    naming ``name`` when Clarabel fails, ends with a status other than (inaccurately) optimal,
+    or leaves ``constraint`` (if given) without multipliers; ``exists`` says what is known to
+    exist ("a feasible W")."""
+    import cvxpy as cp
+
+    try:
+        with warnings.catch_warnings():
+            # cvxpy warns on OPTIMAL_INACCURATE; the answer is certified (KKT) by the caller,
+            # which raises when it is not accurate enough, so the warning would only be noise
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate",
+                                    category=UserWarning)
+            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,
+                          tol_feas=1e-10)
+    except cp.error.SolverError as error:
+        raise IllConditionedError(f"{name}: cvxpy/Clarabel fails on the {what} ({error})") from None
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) \
+            or (constraint is not None and constraint.dual_value is None):
+        raise IllConditionedError(f"{name}: cvxpy/Clarabel does not solve the {what} "
+                                  f"(status {problem.status!r}), although {exists} exists")

@@ -29,7 +29,6 @@ failed certificate, refused.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -38,6 +37,7 @@ from . import _checks
 from ._attsvm import _att_inputs
 from ._forward import _differences, _others
 from ._least_distance import IllConditionedError
+from ._svmsolve import _clarabel_certified
 from ._winputs import _w_inputs
 
 if TYPE_CHECKING:
@@ -218,26 +218,6 @@ def certify(rows: np.ndarray, b: np.ndarray, x: np.ndarray, mu: np.ndarray, norm
             + ", ".join(f"{k} {v:.1e}" for k, v in violations.items()) + ")")
 
 
-def _clarabel(problem: cp.Problem, name: str, norm: Norm) -> None:
-    """Solve with Clarabel at 1e-10; IllConditionedError naming ``name`` when it fails (the
-    problem is known to be feasible before this is called)."""
-    import cvxpy as cp
-
-    try:
-        with warnings.catch_warnings():
-            # OPTIMAL_INACCURATE answers are certified (or refused) by the caller
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate",
-                                    category=UserWarning)
-            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,
-                          tol_feas=1e-10)
-    except cp.error.SolverError as error:
-        raise IllConditionedError(f"{name}: cvxpy/Clarabel fails on the {norm.name} SVM "
-                                  f"({error})") from None
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        raise IllConditionedError(f"{name}: cvxpy/Clarabel does not solve the {norm.name} SVM "
-                                  f"(status {problem.status!r}), although a feasible point exists")
-
-
 class Solved(NamedTuple):
     """A certified solution: x (the shape asked for), mu (m,) >= 0, Lambda = sum mu_j a_j (the
     shape of x, scale-free) and the duality gap N(x) - sum mu_j b_j (in the units of N(x))."""
@@ -260,7 +240,7 @@ def solve(rows: np.ndarray, b: np.ndarray, shape: tuple, norm: Norm, name: str =
     flat = cp.vec(variable, order="C") if len(shape) == 2 else variable
     constraint = rows @ flat >= b
     problem = cp.Problem(cp.Minimize(objective(variable, norm)), [constraint])
-    _clarabel(problem, name, norm)
+    _clarabel_certified(problem, name, f"{norm.name} SVM", "a feasible point")
     if constraint.dual_value is None or variable.value is None:
         raise IllConditionedError(f"{name}: cvxpy/Clarabel returns no multipliers for the "
                                   f"{norm.name} SVM")
@@ -271,7 +251,7 @@ def solve(rows: np.ndarray, b: np.ndarray, shape: tuple, norm: Norm, name: str =
         face = cp.Problem(cp.Minimize(cp.sum_squares(flat)),
                           [rows @ flat >= b, objective(variable, norm)
                            <= optimum * (1 + CANONICAL_SLACK)])
-        _clarabel(face, name, norm)
+        _clarabel_certified(face, name, f"{norm.name} SVM", "a feasible point")
         x = np.asarray(variable.value, dtype=np.float64)
     certify(rows, b, x, mu, norm, name)
     mu = np.maximum(mu, 0.0)

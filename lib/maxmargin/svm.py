@@ -51,7 +51,6 @@ front (``ValueError`` naming ``X`` or ``queries``).
 """
 from __future__ import annotations
 
-import warnings
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -66,8 +65,9 @@ from ._forward import FORWARD_TOL, MAX_EXACT, MAX_TOL, _check_values, _exact_dot
 from ._least_distance import IllConditionedError, least_distance
 from ._svmresults import (CvxpyProgram, SVMResult, SetSVMResult, VSVMResult, WSVMResult, _margin,
                           _normsvm, _nuclear_norm, _readonly)
-from ._svmsolve import (SOLVERS, Program, Solver, _exponent, _multipliers, _run, _solve_checked,
-                        _solve_fast, _solver, _sum_squares_problem, _variable)
+from ._svmsolve import (SOLVERS, Program, Solver, _clarabel_certified, _exponent, _multipliers,
+                        _run, _solve_checked, _solve_fast, _solver, _sum_squares_problem,
+                        _variable)
 from ._winputs import _w_blame, _w_inputs
 from .problem import keyed
 
@@ -744,22 +744,7 @@ def _span(A: np.ndarray) -> np.ndarray:
 def _nuclear_clarabel(problem: cp.Problem, constraint) -> np.ndarray:
     """Solve a nuclear-norm program with Clarabel (tolerances 1e-10); the multipliers of
     ``constraint``. IllConditionedError naming X when Clarabel fails."""
-    import cvxpy as cp
-
-    try:
-        with warnings.catch_warnings():
-            # cvxpy warns on OPTIMAL_INACCURATE; the answer is certified (KKT) by the caller,
-            # which raises when it is not accurate enough, so the warning would only be noise
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate",
-                                    category=UserWarning)
-            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,
-                          tol_feas=1e-10)
-    except cp.error.SolverError as error:
-        raise IllConditionedError(f"X: cvxpy/Clarabel fails on the nuclear-norm W-SVM "
-                                  f"({error})") from None
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or constraint.dual_value is None:
-        raise IllConditionedError(f"X: cvxpy/Clarabel does not solve the nuclear-norm W-SVM "
-                                  f"(status {problem.status!r}), although a feasible W exists")
+    _clarabel_certified(problem, "X", "nuclear-norm W-SVM", "a feasible W", constraint)
     return np.asarray(constraint.dual_value, dtype=np.float64).reshape(-1)
 
 
