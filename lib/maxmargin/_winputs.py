@@ -1,6 +1,7 @@
-"""The inputs of the W-SVM validated once (:func:`~maxmargin.w_svm`, :mod:`maxmargin.normsvm`):
-tokens, the selection, the queries and the constraint differences, refusing per-sequence
-constraint matrices that leave float64's normal range.
+"""The W-SVM's program (:func:`~maxmargin.w_svm`, :mod:`._nuclear`, :mod:`maxmargin.normsvm`): its
+inputs validated once (tokens, the selection, the queries and the constraint differences,
+refusing per-sequence constraint matrices that leave float64's normal range), its rows
+<vec(d_j z_j^T), vec(W)> >= 1 and its cvxpy form.
 """
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import numpy as np
 
 from . import _checks
 from ._forward import _differences, _others
+from ._svmresults import CvxpyProgram, _normsvm
+from ._svmsolve import _sum_squares_problem, _variable
 
 
 def _w_inputs(X, alpha, queries):
@@ -76,3 +79,33 @@ def _w_blame(D: np.ndarray, Z: np.ndarray) -> str:
         return "queries" if far[1] > far[0] else "X"
     spread = [float(np.ptp(top)) if top.size else 0.0 for top in tops]
     return "queries" if spread[1] > spread[0] + 1 else "X"
+
+
+def _w_rows(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray):
+    """Rows of the W-SVM as an LDP in vec(W), row-major:
+    (x_{i,alpha_i} - x_it)^T W z_i = <vec((x_{i,alpha_i} - x_it) z_i^T), vec(W)>.
+
+    Returns (G, seq, tok) with G of shape (n (T - 1), d * d).
+    """
+    Z = np.broadcast_to(Z, (D.shape[0], D.shape[2]))
+    others = _others(alpha, D.shape[1])
+    seq, tok = np.nonzero(others)
+    G = np.einsum("ja,jb->jab", D[seq, tok], Z[seq]).reshape(len(seq), -1)
+    return G, seq, tok
+
+
+def _w_problem(D: np.ndarray, alpha: np.ndarray, Z: np.ndarray,
+               norm="frobenius") -> CvxpyProgram:
+    import cvxpy as cp
+
+    name = getattr(norm, "name", norm)
+    n, T, d = D.shape
+    seq, tok = np.nonzero(_others(alpha, T))
+    differences, queries = D[seq, tok], np.broadcast_to(Z, (n, d))[seq]
+    W = _variable((d, d), "W")
+    constraints = [cp.sum(cp.multiply(differences @ W, queries), axis=1) >= 1]
+    if name == "nuclear":
+        return CvxpyProgram(cp.Problem(cp.Minimize(cp.normNuc(W)), constraints), W)
+    if name != "frobenius":
+        return CvxpyProgram(cp.Problem(cp.Minimize(_normsvm().objective(W, norm)), constraints), W)
+    return _sum_squares_problem(W, constraints)
