@@ -1216,8 +1216,8 @@ MUTANTS = [
            "_prompt_plane_layout(1, width=TWIN_MAX_WIDTH, height=6.0)",
            ("test_explorers.py",)),
     # --- issue 41, m ---
-    Mutant("normsvm.py", "other norms: the KKT certificate checks nothing",
-           "    if not violations[condition] <= NORM_TOL:",
+    Mutant("_svmsolve.py", "other norms: the KKT certificate checks nothing",
+           "    if not violations[condition] <= tol:",
            "    if False:",
            ("test_svm_norms.py",)),
     Mutant("normsvm.py", "other norms: l_q's dual exponent q instead of q / (q - 1)",
@@ -1445,6 +1445,10 @@ MUTANTS = [
            "    if Q.shape[2] != K.shape[2]:",
            "    if Q.shape[2] < 1:",
            ("test_keyquery.py", "test_exactstep.py")),
+    Mutant("_nuclear.py", "nuclear-norm certificate judged at another tolerance (1e-2)",
+           "_kkt_verdict(_nuclear_kkt(rows_D, rows_Z, W, mu), NUCLEAR_TOL, \"X\",",
+           "_kkt_verdict(_nuclear_kkt(rows_D, rows_Z, W, mu), 1e-2, \"X\",",
+           ("test_nuclear_svm.py",)),
 ]
 
 

@@ -12,9 +12,9 @@ import numpy as np
 from . import _infeasibility
 from . import _least_distance as _ldp
 from ._forward import _others
-from ._least_distance import IllConditionedError
 from ._svmresults import _nuclear_norm
-from ._svmsolve import Program, _clarabel_certified, _exponent, _multipliers, _run, _solve_fast
+from ._svmsolve import (Program, _clarabel_certified, _exponent, _kkt_verdict, _multipliers, _run,
+                        _solve_fast)
 from ._winputs import _w_problem, _w_rows
 
 if TYPE_CHECKING:
@@ -124,13 +124,7 @@ def _nuclear_certify(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray,
                      mu: np.ndarray) -> None:
     """IllConditionedError naming X and the worst KKT condition unless every violation of
     :func:`_nuclear_kkt` is at most NUCLEAR_TOL."""
-    violations = _nuclear_kkt(rows_D, rows_Z, W, mu)
-    condition = max(violations, key=violations.get)
-    if not violations[condition] <= NUCLEAR_TOL:
-        raise IllConditionedError(
-            f"X: the nuclear-norm W-SVM fails its KKT certificate: {condition} violated by "
-            f"{violations[condition]:.1e} (relative tolerance {NUCLEAR_TOL:.0e}; the violations: "
-            + ", ".join(f"{k} {v:.1e}" for k, v in violations.items()) + ")")
+    _kkt_verdict(_nuclear_kkt(rows_D, rows_Z, W, mu), NUCLEAR_TOL, "X", "nuclear-norm W-SVM")
 
 
 def _nuclear_newton(rows_D: np.ndarray, rows_Z: np.ndarray, W: np.ndarray, mu: np.ndarray,

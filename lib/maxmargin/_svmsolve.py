@@ -2,7 +2,8 @@
 program (:class:`Program`, re-exported there), the errors of a solve named after the data, and
 the solve checked forward (:mod:`._forward`), re-solved once where the rounding of the solution
 left constraints short; and the Clarabel solve of the programs certified by their own KKT
-conditions (the nuclear-norm W-SVM, :mod:`maxmargin.normsvm`).
+conditions (the nuclear-norm W-SVM, :mod:`maxmargin.normsvm`), and the verdict of those
+certificates.
 """
 from __future__ import annotations
 
@@ -207,3 +208,15 @@ def _clarabel_certified(problem: cp.Problem, name: str, what: str, exists: str,
             or (constraint is not None and constraint.dual_value is None):
         raise IllConditionedError(f"{name}: cvxpy/Clarabel does not solve the {what} "
                                   f"(status {problem.status!r}), although {exists} exists")
+
+
+def _kkt_verdict(violations: dict, tol: float, name: str, what: str) -> None:
+    """IllConditionedError naming ``name`` and the worst KKT condition of the program ``what``
+    (e.g. "nuclear-norm W-SVM") unless every violation (condition -> relative violation) is at
+    most ``tol`` (NaN fails)."""
+    condition = max(violations, key=violations.get)
+    if not violations[condition] <= tol:
+        raise IllConditionedError(
+            f"{name}: the {what} fails its KKT certificate: {condition} violated by "
+            f"{violations[condition]:.1e} (relative tolerance {tol:.0e}; the violations: "
+            + ", ".join(f"{k} {v:.1e}" for k, v in violations.items()) + ")")
