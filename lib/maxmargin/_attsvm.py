@@ -9,8 +9,8 @@ import numpy as np
 
 from . import _checks, _infeasibility
 from . import _least_distance as _ldp
-from ._forward import (_check_equalities, _check_values, _differences, _exact_dot, _others, _support,
-                       _values)
+from ._forward import (_check_equalities, _check_values, _differences, _exact_dot, _others,
+                       _support, _values)
 from ._least_distance import IllConditionedError
 from ._svmresults import CvxpyProgram, SVMResult, SetSVMResult, _margin, _normsvm, _readonly
 from ._svmsolve import (Program, _exponent, _multipliers, _run, _solve_checked, _solver,

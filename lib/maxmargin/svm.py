@@ -61,7 +61,8 @@ from . import _least_distance as _ldp
 from ._attsvm import (_att_inputs, _att_problem, _att_rows, _att_svm, _att_system, _data_name,
                       _is_feasible, _set_problem, _set_svm)
 from ._forward import DEFAULT_TOL  # noqa: F401  (svm.DEFAULT_TOL, as before)
-from ._forward import FORWARD_TOL, MAX_EXACT, MAX_TOL, _check_values, _exact_dot, _others, _support, _tol
+from ._forward import (FORWARD_TOL, MAX_EXACT, MAX_TOL, _check_values, _exact_dot, _others, _support,
+                       _tol)
 from ._least_distance import IllConditionedError, least_distance
 from ._nuclear import NUCLEAR_TOL, _lift, _Nuclear, _w_infeasible, _w_nuclear
 from ._svmresults import (CvxpyProgram, SVMResult, SetSVMResult, VSVMResult, WSVMResult, _margin,
