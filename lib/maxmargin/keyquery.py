@@ -247,12 +247,12 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
 def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale,
                  rescaled=None) -> torch.Tensor:
     """The step direction of one factor from its gradient (B, d, m): the gradient itself, or
-    each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin.train._step_direction`
+    each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin._stepping._step_direction`
     (scale-safe). ``scale`` (1, B) or None is the rescaling of the loss's weights
     (:func:`~maxmargin._kernels.derivative_weights`), by which eps is multiplied; a zero
     gradient (the other factor is 0) is a zero step even when eps * scale underflows to 0.
     ``rescaled``: a callable returning (grad 2^k (B, d, m), k (B,)) from factors scaled up, for a
-    gradient whose terms may be subnormal (see :func:`~maxmargin.train._step_direction`)."""
+    gradient whose terms may be subnormal (see :func:`~maxmargin._stepping._step_direction`)."""
     B = grad.shape[0]
     flat = grad.reshape(B, -1).T                              # (d m, B): one column per run
 
@@ -269,7 +269,7 @@ def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale,
 
 class _KQFactors:
     """The gradients of gd_KQ's torch loop at one step recomputed from factors scaled up by
-    powers of two (:func:`~maxmargin.train._up_exponent`): ``grad_K()`` and ``grad_Q()`` return
+    powers of two (:func:`~maxmargin._stepping._up_exponent`): ``grad_K()`` and ``grad_Q()`` return
     (grad 2^k (B, d, m), k (B,)), for a normalized step whose gradient's terms may be subnormal.
     X2T (d, n T), Xt (n, T, d), dlogits (n, T, B), p (d,) the shared query and q = Q^T p (B, m),
     or ZtT (d, n) and C = Q^T Z (B, m, n); K (B, d, m) this step's K."""
@@ -330,7 +330,7 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
     X2T = X2.T.contiguous()                                   # (d, n T)
     p = Zt[0]                                                 # the query, when shared
     K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (B, d, m)
-    # The causes :func:`~maxmargin.train._overflow` names: the start (K0, Q0), or the bound
+    # The causes :func:`~maxmargin._descent._overflow` names: the start (K0, Q0), or the bound
     # 2 max|gamma| max|x| max|z| of the gradient in W, through which the factors' gradients go.
     start = dict(start="K0, Q0",
                  start_logits=lambda: _kernels.self_attention_logits(X, K0 @ np.swapaxes(Q0, 1, 2), Z),
@@ -691,7 +691,7 @@ def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
 
     def refuse(what, lam):
         """The error for F, its gradient or its Hessian not finite at the penalty lam, naming
-        the argument whose scale is the likely cause (as :func:`~maxmargin.train._overflow`)."""
+        the argument whose scale is the likely cause (as :func:`~maxmargin._descent._overflow`)."""
         low, top = float(np.min(gamma)), _largest(gamma)
         sizes = (2.0, top, _largest(X), _largest(Z))
         bound = 2.0 * sum(np.log10(a) for a in sizes) if min(sizes) > 0 else 0.0   # (no overflow)
