@@ -25,10 +25,10 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _checks
-from .keyquery import KQTrajectory, _readonly, _stack_factor
+from ._descent import _affordable_descent, _readonly, _record_count, _record_steps, _settings
+from ._factors import _stacked_factors
+from .keyquery import KQTrajectory
 from .losses import Loss
-from .problem import stacked
-from .train import _affordable_descent, _record_count, _record_steps, _settings
 
 
 class LogitStep(NamedTuple):
@@ -131,19 +131,8 @@ def ngd_KQ_exact(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
     >>> [int(g) for g in gaps]      # steps 0, 100, 200: growing like k^2
     [0, 4968, 19936]
     """
-    problems = stacked(X, Y, v)
-    M, (n, T, d) = len(problems), problems[0].shape
-    gamma = np.stack([prob.scores for prob in problems])
-    X = np.stack([prob.X for prob in problems])
-    Z = _checks.as_float_array(queries, "queries")
-    if Z.shape != (M, n, d):
-        raise ValueError(f"queries: expected shape ({M}, {n}, {d}), got {Z.shape}")
-    Z = _checks.finite(Z, "queries")
-    K = _stack_factor(K0, M, d, "K0")
-    Q = _stack_factor(Q0, M, d, "Q0")
-    if Q.shape[2] != K.shape[2]:
-        raise ValueError(f"Q0: width m = {Q.shape[2]} differs from K0's m = {K.shape[2]}, got "
-                         f"shapes {K.shape} and {Q.shape}")
+    X, gamma, Z, K, Q = _stacked_factors(X, Y, v, K0, Q0, queries)
+    M, n, T, d = X.shape
     steps, lr, loss = _settings(steps, lr, loss)
     joint = _checks.flag(joint, "joint")
     freeze_Q = _checks.flag(freeze_Q, "freeze_Q")

@@ -17,17 +17,13 @@ import torch
 
 from . import _checks, _kernels
 from .losses import EXPONENTIAL, Loss, rounded_mean
-from .problem import problem, stacked
-from .train import (_TWO_LANE_COSTS, _affordable_descent, _block_lanes, _largest, _loss_code,
-                    _overflow, _run_blocks,
-                    _queries_shared, _record_count, _record_steps, _risk_of, _settings,
-                    _step_direction, _times_power_of_two, _up_exponent, engine)
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    a.flags.writeable = False
-    return a
+from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
+from ._descent import (_affordable_descent, _largest, _overflow, _queries_shared, _readonly,
+                       _record_count, _record_steps, _risk_of, _settings)
+from ._factors import _stacked_factors
+from ._stepping import _step_direction, _times_power_of_two, _up_exponent
+from .problem import problem
+from .train import engine
 
 
 def _unit_scaled(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -251,12 +247,12 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
 def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale,
                  rescaled=None) -> torch.Tensor:
     """The step direction of one factor from its gradient (B, d, m): the gradient itself, or
-    each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin.train._step_direction`
+    each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin._stepping._step_direction`
     (scale-safe). ``scale`` (1, B) or None is the rescaling of the loss's weights
     (:func:`~maxmargin._kernels.derivative_weights`), by which eps is multiplied; a zero
     gradient (the other factor is 0) is a zero step even when eps * scale underflows to 0.
     ``rescaled``: a callable returning (grad 2^k (B, d, m), k (B,)) from factors scaled up, for a
-    gradient whose terms may be subnormal (see :func:`~maxmargin.train._step_direction`)."""
+    gradient whose terms may be subnormal (see :func:`~maxmargin._stepping._step_direction`)."""
     B = grad.shape[0]
     flat = grad.reshape(B, -1).T                              # (d m, B): one column per run
 
@@ -273,7 +269,7 @@ def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale,
 
 class _KQFactors:
     """The gradients of gd_KQ's torch loop at one step recomputed from factors scaled up by
-    powers of two (:func:`~maxmargin.train._up_exponent`): ``grad_K()`` and ``grad_Q()`` return
+    powers of two (:func:`~maxmargin._stepping._up_exponent`): ``grad_K()`` and ``grad_Q()`` return
     (grad 2^k (B, d, m), k (B,)), for a normalized step whose gradient's terms may be subnormal.
     X2T (d, n T), Xt (n, T, d), dlogits (n, T, B), p (d,) the shared query and q = Q^T p (B, m),
     or ZtT (d, n) and C = Q^T Z (B, m, n); K (B, d, m) this step's K."""
@@ -334,7 +330,7 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
     X2T = X2.T.contiguous()                                   # (d, n T)
     p = Zt[0]                                                 # the query, when shared
     K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (B, d, m)
-    # The causes :func:`~maxmargin.train._overflow` names: the start (K0, Q0), or the bound
+    # The causes :func:`~maxmargin._descent._overflow` names: the start (K0, Q0), or the bound
     # 2 max|gamma| max|x| max|z| of the gradient in W, through which the factors' gradients go.
     start = dict(start="K0, Q0",
                  start_logits=lambda: _kernels.self_attention_logits(X, K0 @ np.swapaxes(Q0, 1, 2), Z),
@@ -392,18 +388,6 @@ def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
                         _readonly(record))
 
 
-def _stack_factor(A, M: int, d: int, name: str) -> np.ndarray:
-    """A start of a factor for a stack of M instances: (d, m) shared or (M, d, m), as (M, d, m)."""
-    A = _checks.as_float_array(A, name)
-    if A.ndim == 2:
-        A = np.broadcast_to(A, (M,) + A.shape)
-    if A.ndim != 3 or A.shape[:2] != (M, d):
-        raise ValueError(f"{name}: expected shape ({d}, m) or ({M}, {d}, m), got {A.shape}")
-    if A.shape[2] < 1:
-        raise ValueError(f"{name}: the factor width m must be >= 1, got shape {A.shape}")
-    return _checks.finite(A, name).copy()
-
-
 def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                 loss: str | Loss = "logistic", normalized: bool = False, eps: float = 1e-12,
                 reg: float = 0.0, freeze_Q: bool = False,
@@ -456,19 +440,8 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
     >>> stack.K.shape, bool(np.allclose(stack.W[:, 1], one.W[:, 0]))
     ((51, 2, 2, 2), True)
     """
-    problems = stacked(X, Y, v)
-    M, (n, T, d) = len(problems), problems[0].shape
-    gamma = np.stack([prob.scores for prob in problems])     # (M, n, T)
-    X = np.stack([prob.X for prob in problems])
-    Z = _checks.as_float_array(queries, "queries")
-    if Z.shape != (M, n, d):
-        raise ValueError(f"queries: expected shape ({M}, {n}, {d}), got {Z.shape}")
-    Z = _checks.finite(Z, "queries")
-    K = _stack_factor(K0, M, d, "K0")
-    Q = _stack_factor(Q0, M, d, "Q0")
-    if Q.shape[2] != K.shape[2]:
-        raise ValueError(f"Q0: width m = {Q.shape[2]} differs from K0's m = {K.shape[2]} (the "
-                         f"factors of W = K Q^T need the same m), got shapes {K.shape} and {Q.shape}")
+    X, gamma, Z, K, Q = _stacked_factors(X, Y, v, K0, Q0, queries)
+    M, n, T, d = X.shape
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
     freeze_Q = _checks.flag(freeze_Q, "freeze_Q")
@@ -718,7 +691,7 @@ def _penalty_path(X, gamma, Z, K, Q, lams, loss, freeze_Q, gtol, max_iter,
 
     def refuse(what, lam):
         """The error for F, its gradient or its Hessian not finite at the penalty lam, naming
-        the argument whose scale is the likely cause (as :func:`~maxmargin.train._overflow`)."""
+        the argument whose scale is the likely cause (as :func:`~maxmargin._descent._overflow`)."""
         low, top = float(np.min(gamma)), _largest(gamma)
         sizes = (2.0, top, _largest(X), _largest(Z))
         bound = 2.0 * sum(np.log10(a) for a in sizes) if min(sizes) > 0 else 0.0   # (no overflow)

@@ -12,14 +12,14 @@ R u, and the circle of radius R in that plane.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import LOSSES, Loss, get_loss, mean_loss
-from .problem import Problem, exponents as _exponents, keyed, problem, scores_of as _scores
+from ._numerics import (SAFE_EXPONENT, _attention, _excess_risk, _forward, _optimal_risk, _rescaled,
+                        _risk, _risk_grad, _scaled_softmax, _slope_scaled, _softmax)
+from .losses import Loss, get_loss, mean_loss
+from .problem import exponents as _exponents, keyed, problem, scores_of as _scores
 
 
 def softmax(a, *, axis: int = -1) -> np.ndarray:
@@ -61,13 +61,6 @@ def softmax(a, *, axis: int = -1) -> np.ndarray:
             raise ValueError("a: a slice along axis has every logit -inf (nothing to attend to)")
     with np.errstate(over="ignore"):  # a difference beyond float64 is -inf, whose exp is 0
         return _softmax(a, axis)
-
-
-def _softmax(a: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Softmax of validated logits along ``axis``."""
-    a = np.asarray(a, dtype=np.float64)
-    e = np.exp(a - a.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
 
 
 def keys(X, *, W=None) -> np.ndarray:
@@ -377,30 +370,6 @@ def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
     return _rescaled(grad, log_factor, loss).T.reshape(lead + (P.shape[1],))
 
 
-def _forward(prob: Problem, P: np.ndarray, loss: Loss):
-    """What both risk gradients start from, at validated prompts P (B, d): attention s
-    (n, T, B), margins (n, B), deviations gamma_it - margin (n, T, B), and the loss whose
-    derivative is rescaled by exp(-log_factor) where l' itself overflows (see _slope_scaled)."""
-    s = _attention(prob.keys, P)
-    margin, deviation = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))
-    scaled, log_factor = _slope_scaled(loss, margin)
-    return s, margin, deviation, scaled, log_factor
-
-
-def _risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
-    """L(p) (B,) at validated prompts P (B, d) of a validated problem with a head."""
-    margin, _ = _kernels.margins(_attention(prob.keys, P), _kernels.tensor(prob.scores[..., None]))
-    return mean_loss(loss, margin.numpy(), axis=0)
-
-
-def _risk_grad(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
-    """grad_p L (B, d) at validated prompts P (B, d) of a validated problem with a head."""
-    s, margin, deviation, scaled, log_factor = _forward(prob, P, loss)
-    grad = _kernels.contract_tokens(_kernels.logit_grad(s, deviation, margin, scaled, out=s),
-                                    _kernels.tensor(prob.keys))
-    return _rescaled(grad, log_factor, loss).T
-
-
 def self_attention_logits(X, W, queries) -> np.ndarray:
     """Logits x_it^T W z_i with one query z_i per sequence, shape (..., n, T).
 
@@ -602,11 +571,6 @@ def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
     return _optimal_risk(problem(X, Y, v).scores, get_loss(loss))
 
 
-def _optimal_risk(gamma: np.ndarray, loss: Loss) -> float:
-    """L* of validated scores (n, T)."""
-    return float(mean_loss(loss, gamma.max(axis=-1), axis=0))
-
-
 # ----------------------------------------------------------------------------------------------
 # The excess risk L(p) - L* over families of prompts
 # ----------------------------------------------------------------------------------------------
@@ -652,82 +616,15 @@ def excess_risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
     return _excess_risk(prob, P, get_loss(loss)).reshape(lead)
 
 
-def _excess_risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
-    """L(p) - L* (B,) at validated prompts P (B, d), to a relative accuracy of a few eps for the
-    built-in losses even where L(p) and L* agree in every digit.
-
-    With z*_i = max_t gamma_it the deficit of sequence i is delta_i = z*_i - z_i =
-    sum_t s_it (z*_i - gamma_it), a sum of non-negative terms (accurate even when the weights
-    off the optimum are 1e-300), and its excess l(z*_i - delta_i) - l(z*_i) is computed without
-    a subtraction where delta_i <= 1: log1p(expm1(delta) sigmoid(-z*)) (logistic),
-    exp(-z*) expm1(delta) (exponential), delta (correlation). Elsewhere (delta > 1, where the
-    two values differ by a factor of about e at least, or another loss) it is the difference
-    L(p) - L*, which also raises the errors of :func:`risk` when a risk leaves float64."""
-    s = _attention(prob.keys, P)
-    margin, _ = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))
-    plain = mean_loss(loss, margin.numpy(), axis=0) - _optimal_risk(prob.scores, loss)
-    form = next((f for name, f in _EXCESS_FORMS.items() if loss.same_function(LOSSES[name])),
-                None)
-    if form is None:
-        return plain
-    gamma = prob.scores
-    top = gamma.max(axis=1)
-    delta = np.einsum("ntb,nt->nb", s.numpy(), top[:, None] - gamma)  # (n, B), >= 0
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        small = form(np.minimum(delta, 1.0), top[:, None])
-        gaps = np.where(delta <= 1.0, small, loss.value(top[:, None] - delta)
-                        - loss.value(top[:, None]))
-        accurate = np.mean(gaps, axis=0)
-    return np.where(np.isfinite(accurate), accurate, plain)
-
-
-#: l(z* - delta) - l(z*) without a subtraction, for 0 <= delta <= 1 (see _excess_risk).
-_EXCESS_FORMS = {
-    "logistic": lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(top))),
-    "exponential": lambda delta, top: np.exp(-top) * np.expm1(delta),
-    "correlation": lambda delta, top: delta + 0.0 * top,
-}
-
-
 # ----------------------------------------------------------------------------------------------
 # Validation shared by the functions above
 # ----------------------------------------------------------------------------------------------
-
-
-# Logits below 2**SAFE_EXPONENT in size are computed directly; beyond, attention is computed
-# from logits scaled by exact powers of two (softmax is shift-invariant, but the products K p
-# themselves would overflow).
-SAFE_EXPONENT = 1000
 
 
 def _log10_bound(K: np.ndarray, p: np.ndarray) -> float:
     """log10 of a bound on |k^T p|, without overflow."""
     e = int(_exponents(K, None)) + int(np.max(_exponents(p, -1), initial=0))
     return (e + np.log2(K.shape[-1])) * np.log10(2.0)
-
-
-def _attention(K: np.ndarray, P: np.ndarray) -> torch.Tensor:
-    """Attention weights (n, T, B) from validated keys K (n, T, d) and prompts P (B, d).
-
-    Finite for every finite K and P: when the logits K p could exceed 2**SAFE_EXPONENT, K and
-    each prompt are divided by powers of two (exact), the scaled logits b are shifted by their
-    maximum, and exp(2**e (b - max b)) underflows to 0 where the true weight does.
-    """
-    eK = int(_exponents(K, None))
-    eP = _exponents(P, 1)
-    if eK + int(eP.max(initial=0)) + int(np.ceil(np.log2(K.shape[2]))) <= SAFE_EXPONENT:
-        return _kernels.attention_from_keys(_kernels.tensor(K), _kernels.tensor(P.T))
-    b = np.einsum("ntd,bd->ntb", np.ldexp(K, -eK), np.ldexp(P, -eP[:, None]))
-    return torch.from_numpy(_scaled_softmax(b, eK + eP, axis=1))
-
-
-def _scaled_softmax(b: np.ndarray, exponent, axis: int) -> np.ndarray:
-    """softmax along ``axis`` of the logits b * 2**exponent (b of moderate size, exponent
-    integers broadcasting against b), without forming the logits."""
-    with np.errstate(over="ignore", under="ignore"):
-        z = np.ldexp(b - b.max(axis=axis, keepdims=True), exponent)
-    w = np.exp(z)
-    return w / w.sum(axis=axis, keepdims=True)
 
 
 def _self_attention(X: np.ndarray, W: np.ndarray, Z: np.ndarray) -> np.ndarray:
@@ -744,43 +641,10 @@ def _self_attention(X: np.ndarray, W: np.ndarray, Z: np.ndarray) -> np.ndarray:
     return _scaled_softmax(b, eX + eW[..., None, None] + eZ[:, None], axis=-1)
 
 
-def _slope_scaled(loss: Loss, margin: torch.Tensor):
-    """(loss, log_factor): the loss to differentiate with, and None; or, when l'(margin)
-    overflows, a copy whose derivative is l'(z) / exp(m_b) with m_b = max_i log(-l'(z_ib)) per
-    run b, and m (B,), by which the gradient must be multiplied back (:func:`_rescaled`)."""
-    slope = loss.torch_derivative(margin)
-    if bool(torch.all(torch.isfinite(slope))):
-        return loss, None
-    if loss.log_slope is None:
-        raise ValueError(f"v: the slope of the {loss.name} loss overflows float64 at these "
-                         f"margins; scale v or X down")
-    top = np.max(loss.log_slope(margin.numpy()), axis=0)
-
-    def derivative(z: torch.Tensor) -> torch.Tensor:
-        return -torch.from_numpy(np.exp(loss.log_slope(z.numpy()) - top))
-
-    return replace(loss, torch_derivative=derivative), top
-
-
-def _rescaled(grad: torch.Tensor, log_factor, loss: Loss) -> np.ndarray:
-    """The gradient (d, B) times exp(log_factor) (B,) per column, refused beyond float64."""
-    g = grad.numpy()
-    if log_factor is not None:
-        with np.errstate(divide="ignore", over="ignore"):
-            g = np.sign(g) * np.exp(np.log(np.abs(g)) + log_factor)
-    if not np.all(np.isfinite(g)):
-        scale = "" if log_factor is None else \
-            f" (the loss's slope reaches about 10^{float(np.max(log_factor)) / np.log(10.0):.0f})"
-        raise ValueError(f"v: with the {loss.name} loss the gradient exceeds float64 (at most "
-                         f"1.8e308){scale}; scale v or X down, or use loss='logistic'")
-    return g
-
-
 def _prepare(X, Y, v, p, W):
     """Validate once: the problem (with its head) and the prompts p as (B, d), with p's batch
     shape."""
     prob = problem(X, Y, v, W)
     p = _checks.batched_vector(p, prob.shape[2], "p")
     return prob, p.reshape(-1, prob.shape[2]), p.shape[:-1]
-
 

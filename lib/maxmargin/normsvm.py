@@ -29,13 +29,16 @@ failed certificate, refused.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from . import _checks
+from ._attsvm import _att_inputs
+from ._forward import _differences, _others
 from ._least_distance import IllConditionedError
+from ._svmsolve import _clarabel_certified, _kkt_verdict
+from ._winputs import _w_inputs
 
 if TYPE_CHECKING:
     import cvxpy as cp
@@ -206,33 +209,7 @@ def certify(rows: np.ndarray, b: np.ndarray, x: np.ndarray, mu: np.ndarray, norm
             name: str = "X") -> None:
     """IllConditionedError naming ``name`` and the worst KKT condition unless every violation of
     :func:`kkt` is at most NORM_TOL."""
-    violations = kkt(rows, b, x, mu, norm)
-    condition = max(violations, key=violations.get)
-    if not violations[condition] <= NORM_TOL:
-        raise IllConditionedError(
-            f"{name}: the {norm.name} SVM fails its KKT certificate: {condition} violated by "
-            f"{violations[condition]:.1e} (relative tolerance {NORM_TOL:.0e}; the violations: "
-            + ", ".join(f"{k} {v:.1e}" for k, v in violations.items()) + ")")
-
-
-def _clarabel(problem: cp.Problem, name: str, norm: Norm) -> None:
-    """Solve with Clarabel at 1e-10; IllConditionedError naming ``name`` when it fails (the
-    problem is known to be feasible before this is called)."""
-    import cvxpy as cp
-
-    try:
-        with warnings.catch_warnings():
-            # OPTIMAL_INACCURATE answers are certified (or refused) by the caller
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate",
-                                    category=UserWarning)
-            problem.solve(solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10,
-                          tol_feas=1e-10)
-    except cp.error.SolverError as error:
-        raise IllConditionedError(f"{name}: cvxpy/Clarabel fails on the {norm.name} SVM "
-                                  f"({error})") from None
-    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        raise IllConditionedError(f"{name}: cvxpy/Clarabel does not solve the {norm.name} SVM "
-                                  f"(status {problem.status!r}), although a feasible point exists")
+    _kkt_verdict(kkt(rows, b, x, mu, norm), NORM_TOL, name, f"{norm.name} SVM")
 
 
 class Solved(NamedTuple):
@@ -257,7 +234,7 @@ def solve(rows: np.ndarray, b: np.ndarray, shape: tuple, norm: Norm, name: str =
     flat = cp.vec(variable, order="C") if len(shape) == 2 else variable
     constraint = rows @ flat >= b
     problem = cp.Problem(cp.Minimize(objective(variable, norm)), [constraint])
-    _clarabel(problem, name, norm)
+    _clarabel_certified(problem, name, f"{norm.name} SVM", "a feasible point")
     if constraint.dual_value is None or variable.value is None:
         raise IllConditionedError(f"{name}: cvxpy/Clarabel returns no multipliers for the "
                                   f"{norm.name} SVM")
@@ -268,7 +245,7 @@ def solve(rows: np.ndarray, b: np.ndarray, shape: tuple, norm: Norm, name: str =
         face = cp.Problem(cp.Minimize(cp.sum_squares(flat)),
                           [rows @ flat >= b, objective(variable, norm)
                            <= optimum * (1 + CANONICAL_SLACK)])
-        _clarabel(face, name, norm)
+        _clarabel_certified(face, name, f"{norm.name} SVM", "a feasible point")
         x = np.asarray(variable.value, dtype=np.float64)
     certify(rows, b, x, mu, norm, name)
     mu = np.maximum(mu, 0.0)
@@ -340,7 +317,7 @@ def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float
     """
     from . import svm as _svm
 
-    X, D, alpha, Z = _svm._w_inputs(X, alpha, queries)
+    X, D, alpha, Z = _w_inputs(X, alpha, queries)
     spec = parse(norm, "w")
     d = D.shape[2]
     W = _checks.finite(_checks.as_float_array(W, "W"), "W")
@@ -348,7 +325,7 @@ def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float
         raise ValueError(f"W: expected shape ({d}, {d}), got {W.shape}")
     result = _svm.w_svm(X, alpha, queries=queries, norm=norm) if svm is None else svm
     _matches(result, _svm.WSVMResult, spec, alpha)
-    others = _svm._others(alpha, D.shape[1])
+    others = _others(alpha, D.shape[1])
     each = np.broadcast_to(Z, (D.shape[0], d))
     values = np.einsum("ita,ia->it", D, each @ W.T)[others]
     return _ratio(values, W, spec, result.norm, "W")
@@ -388,15 +365,15 @@ def att_margin_ratio(X, p, alpha, *, W=None, norm="l2", svm=None) -> float:
     """
     from . import svm as _svm
 
-    K, alpha, _ = _svm._att_inputs(X, alpha, W, None)
+    K, alpha, _ = _att_inputs(X, alpha, W, None)
     spec = parse(norm, "att")
     p = _checks.vector(p, K.shape[2], "p")
     result = _svm.att_svm(X, alpha, W=W, norm=norm) if svm is None else svm
     _matches(result, _svm.SVMResult, spec, alpha)
     if np.any(result.relaxed):
         raise ValueError("svm: the margin ratio is defined for an SVM without relaxed sequences")
-    D = _svm._differences(K, alpha)
-    values = (D @ p)[_svm._others(alpha, K.shape[1])]
+    D = _differences(K, alpha)
+    values = (D @ p)[_others(alpha, K.shape[1])]
     return _ratio(values, p, spec, result.norm, "p")
 
 

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks
+from ._attsvm import _att_inputs, _att_svm, _data_name, _is_feasible
+from ._numerics import _optimal_indices
 from .problem import Problem, problem, tie_tolerances, unit_keys
-from .svm import SVMResult, _att_inputs, _att_svm, _data_name, _is_feasible
+from .svm import SVMResult
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
@@ -58,18 +60,6 @@ def optimal_indices(X, Y, v) -> np.ndarray:
     (array([0]), array([1]))
     """
     return _optimal_indices(problem(X, Y, v))
-
-
-def _optimal_indices(prob: Problem) -> np.ndarray:
-    """:func:`optimal_indices` of a validated problem with a head (its scores (n, T))."""
-    gamma = prob.scores
-    top = np.sort(gamma, axis=1)[:, -2:]
-    tied = top[:, 1] - top[:, 0] <= tie_tolerances(prob)
-    if np.any(tied):
-        i = int(np.argmax(tied))
-        raise ValueError(f"X, Y, v: sequence {i} has two tokens tied for the highest score "
-                         f"{top[i, 1]:.6g}; the optimal token is not unique")
-    return np.argmax(gamma, axis=1)
 
 
 def support_tokens(X, alpha, *, W=None) -> np.ndarray:

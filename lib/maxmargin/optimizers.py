@@ -42,11 +42,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _checks, _kernels
+from ._descent import _affordable_descent, _readonly, _record_count, _record_steps, _settings
 from .exactstep import scaled_logit_gradient
-from .keyquery import _readonly
 from .losses import Loss, rounded_mean
 from .problem import stacked
-from .train import _affordable_descent, _record_count, _record_steps, _settings
 
 METHODS = ("gd", "ngd", "md", "sign", "spectral", "adam", "polyak")
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _checks, _kernels
+from ._headmodel import _head_objective
 from ._least_distance import norm as vector_norm
 from ._least_distance import row_norms
-from .heads import MLPHead, _head_objective
+from ._numerics import _risk, _risk_grad
+from .heads import MLPHead
 from .losses import Loss, get_loss
-from .model import _risk, _risk_grad
 from .problem import Problem, exponents, keyed, problem
 
 

@@ -16,7 +16,7 @@ Where the engines compute differently, and why (one line each):
   one-hot (here z_i = sum_t s_it gamma_it, then gamma_it - z_i).
 * losses.py: log(1 + e^-x) as logaddexp and means of exp(-x) in the log domain, which cannot
   overflow (here the formulas, fine for the moderate margins of the tests and chapters).
-* normalized steps (train._step_direction): a gradient whose norm is outside (1e-140, 1e140) is
+* normalized steps (_stepping._step_direction): a gradient whose norm is outside (1e-140, 1e140) is
   divided by its largest entry first, so that ||g|| neither under- nor overflows.
 * the exponential loss's slope beyond float64 (_kernels.derivative_weights): a normalized step
   rescales the weights (and eps with them), since its direction does not change.

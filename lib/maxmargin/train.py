@@ -17,15 +17,19 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from . import _checks, _kernels
-from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss, expit, get_loss, rounded_mean
-from .model import _softmax
+from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
+from ._descent import STEP_OVERHEAD  # noqa: F401  (train.STEP_OVERHEAD, as before)
+from ._descent import (_affordable_descent, _largest, _overflow, _queries_shared, _record_count,
+                       _record_steps, _risk_of, _settings)
+from ._stepping import TINY_GRADIENT  # noqa: F401  (train.TINY_GRADIENT, as _compiled names it)
+from ._stepping import _scaled_contraction, _step_direction, _times_power_of_two, _up_exponent
+from .losses import Loss, expit
 from .problem import Problem, keyed, problem, stacked
 
 
@@ -356,16 +360,6 @@ ENGINES = ("auto", "compiled", "torch")
 # numba's cache costs about a second per process, which small runs (explorers, chapters' figures)
 # would not win back.
 COMPILED_MIN_WORK = 10**7
-_COMPILED_LOSSES = (LOGISTIC, EXPONENTIAL, CORRELATION)  # codes 0, 1, 2, as in _compiled
-
-
-def _loss_code(loss: Loss) -> int | None:
-    """The compiled engine's code of a built-in loss, recognised by its definition (the same
-    value and derivative functions, so a copy or a renamed copy counts), or None."""
-    for code, builtin in enumerate(_COMPILED_LOSSES):
-        if builtin.same_function(loss):
-            return code
-    return None
 
 
 def engine(*, work: float = float("inf"), kernel: str = "gd") -> str:
@@ -487,19 +481,6 @@ def _risk_at(K: np.ndarray, gamma: np.ndarray, p: np.ndarray, loss: Loss) -> flo
 # (8, 4, 4, 1024) (16 lanes 1.2-1.4x faster per start than 8; 32 lanes 1.1-1.3x faster than 16,
 # with AVX-512 and with AVX2 code)
 _GD_LANE_COSTS = {8: 1.3, 16: 1.0, 32: 0.85}
-_TWO_LANE_COSTS = {8: 1.3, 16: 1.0}   # the kernels of gd_joint and gd_KQ (8 and 16 lanes)
-
-
-def _block_lanes(B: int, M: int, costs: dict) -> int:
-    """The number of starts per block of a compiled kernel for M instances x B starts: of the lane
-    counts L in ``costs`` (L -> time per lane-step), the one with the least work, ceil(B / L) L
-    lane-steps (spare lanes included) at its cost, among those that leave no thread idle that
-    smaller blocks would keep busy (M ceil(B / L) blocks for torch.get_num_threads() threads)."""
-    threads = torch.get_num_threads()
-    smallest = min(costs)
-    busy = min(threads, M * -(-B // smallest))
-    fits = [L for L in costs if M * -(-B // L) >= busy]
-    return min(fits, key=lambda L: (-(-B // L) * L * costs[L], L))
 
 
 def _padded_starts(S: np.ndarray, lanes: int) -> np.ndarray:
@@ -510,23 +491,6 @@ def _padded_starts(S: np.ndarray, lanes: int) -> np.ndarray:
     padded[..., :B, :] = S
     padded[..., B:, :] = S[..., -1:, :]
     return padded
-
-
-def _run_blocks(kernel, jobs: int, *args) -> None:
-    """kernel(first, last, *args) over the blocks 0 .. jobs - 1 of a compiled kernel, on
-    torch.get_num_threads() threads: the kernels release the GIL, and each thread takes disjoint
-    ranges of blocks (four per thread, to balance the load)."""
-    threads = max(1, min(torch.get_num_threads(), jobs))
-    if threads == 1:
-        kernel(0, jobs, *args)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    bounds = np.linspace(0, jobs, min(jobs, 4 * threads) + 1).round().astype(int)
-    with ThreadPoolExecutor(threads) as pool:
-        for done in [pool.submit(kernel, int(a), int(b), *args)
-                     for a, b in zip(bounds[:-1], bounds[1:])]:
-            done.result()
 
 
 def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p, tracked,
@@ -628,73 +592,6 @@ def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, recor
         final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
     final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
     return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
-
-
-def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,
-              start: str, start_logits: Callable[[], np.ndarray], sizes: tuple,
-              last: bool = False) -> ValueError:
-    """The error for a gradient or iterate that left float64 at ``step``, naming the cause
-    (``last``: the logits of the last iterate, ``step`` = steps, overflow, though the iterate is
-    finite: lr, or the scale of the inputs, carried it too far):
-
-    * the exponential loss's derivative exp(-z) (the scale of v);
-    * at step 0, logits of the start beyond float64 (the argument ``start``, e.g. p0 or W0);
-    * a gradient too large for float64 whatever the iterate: its entries are bounded by
-      2 max|gamma_it| times the product of ``sizes`` (the largest |key| entry, and the largest
-      |query| entry for W), as softmax weights are at most 1 and |l'| at most 1 for the logistic
-      and correlation losses (the scale of X or v);
-    * otherwise the iterate or its logits left float64 along the way (lr, for these inputs).
-
-    ``start_logits`` computes the start's logits; it is called only at step 0.
-    """
-    if last:
-        return ValueError(f"{caller}: the logits of the iterate after step {step} (the last) "
-                          f"overflow float64, though the iterate is finite: lr = {lr:g} is too "
-                          f"large for these inputs (or the scale of v or X is)")
-    low = float(np.min(gamma))
-    top = float(np.max(np.abs(gamma)))
-    bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
-             if top > 0 and all(size > 0 for size in sizes) else -np.inf)
-    if EXPONENTIAL.same_function(loss) and low < -700.0:
-        cause = (f"the exponential loss's derivative exp(-z) overflows for margins z below "
-                 f"-709.8, and the scores Y_i v^T x_it reach {low:.3g}: reduce the scale of v"
-                 + ("" if normalized else ", or use normalized=True (its direction is finite)"))
-    elif step == 0 and not _all_finite(start_logits):
-        cause = (f"the logits of the start {start} leave float64: start from a smaller {start} "
-                 f"(the logits are {start} times the keys)")
-    elif bound >= 308.0:
-        cause = (f"its entries reach up to 2 max|Y_i v^T x_it| times the largest key entries, "
-                 f"about 10^{bound:.0f}, whatever the iterate and lr: reduce the scale of X or v")
-    else:
-        cause = (f"the iterate or its logits k_it^T p left float64: lr = {lr:g} is too large "
-                 f"for these inputs (or the scale of v or X is)")
-    return ValueError(f"{caller}: the gradient at step {step} is not finite in float64; {cause}")
-
-
-def _all_finite(compute: Callable[[], np.ndarray]) -> bool:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.all(np.isfinite(compute())))
-
-
-def _largest(a) -> float:
-    return float(np.max(np.abs(a), initial=0.0))
-
-
-def _record_count(steps: int, record_every) -> int:
-    """How many steps a run records (see :func:`_record_steps`), without allocating them."""
-    if record_every is None:
-        return 2
-    k = _checks.positive_int(record_every, "record_every")
-    return -(-steps // k) + 1
-
-
-def _record_steps(steps: int, record_every) -> np.ndarray:
-    """(R,) the step indices a run records: 0, k, 2k, ... and ``steps``; (0, steps) for None."""
-    if record_every is None:
-        return np.array([0, steps])
-    record_every = _checks.positive_int(record_every, "record_every")
-    kept = np.arange(0, steps + 1, record_every)
-    return kept if kept[-1] == steps else np.append(kept, steps)
 
 
 @dataclass(frozen=True)
@@ -1141,35 +1038,6 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
     return WTrajectory(path, run.risk[:, 0], lr, normalized, record)
 
 
-def _queries_shared(given, Z: np.ndarray) -> bool:
-    """Whether one query serves every sequence: ``queries`` given as (d,), or (n, d) rows all
-    equal to the first (then W z is computed once instead of n times)."""
-    return np.ndim(given) == 1 or bool(np.all(Z == Z[:1]))
-
-
-def _risk_of(margin, loss: Loss) -> np.ndarray:
-    """(..., B) the risk, the mean loss over the sequences, of margins (..., n, B) (a tensor or
-    an array): computed at each record from the (n, B) margins of that step, so no (R, n, B)
-    margins are kept. The one recorder of every torch loop, the risk of ``mm.risk``
-    (:func:`~maxmargin.losses.rounded_mean`): finite wherever the mean is, though the sum of
-    the losses, or one loss, may overflow; inf beyond float64; NaN margins (logits of a start
-    beyond float64) give NaN, refused right after by the gradient's check with the cause named."""
-    values = margin.numpy() if isinstance(margin, torch.Tensor) else margin
-    return rounded_mean(loss, values, axis=-2)
-
-
-def _settings(steps, lr, loss, **eps) -> tuple:
-    """The validated step settings shared by every descent: (steps, lr, loss, *eps values).
-
-    ``eps`` are the named normalization offsets (``eps``, or ``eps_v`` and ``eps_p``), each a
-    positive float, returned in the order given.
-    """
-    steps = _checks.positive_int(steps, "steps")
-    lr = _checks.positive_float(lr, "lr")
-    offsets = [_checks.positive_float(value, name) for name, value in eps.items()]
-    return (steps, lr, get_loss(loss), *offsets)
-
-
 def _initial_batch(x0, d: int, name: str) -> np.ndarray:
     x0 = _checks.batched_vector(x0, d, name)
     if x0.ndim == 1:
@@ -1178,106 +1046,3 @@ def _initial_batch(x0, d: int, name: str) -> np.ndarray:
         raise ValueError(f"{name}: expected shape ({d},) or (B, {d}) with B >= 1, got {x0.shape}")
     return x0.copy()
 
-
-STEP_OVERHEAD = 10_000  # the fixed cost of one step (Python and torch calls), in multiply-adds
-
-
-def _recording_bytes(n_records: int, batch: int, per_run: int) -> float:
-    """Bytes of the arrays a descent records: ``n_records`` recorded steps (today steps + 1) of
-    ``batch`` runs, ``per_run`` float64 numbers per run and recorded step (d for the iterate, n
-    per recorded attention or margin, 1 for the loss)."""
-    return 8.0 * n_records * batch * per_run
-
-
-def _affordable_descent(steps: int, records: int, batch: int, step_work: int, per_run: int,
-                        final: int) -> None:
-    """Refuse a descent whose estimated cost exceeds the library's limits (_checks.affordable):
-    ``steps`` steps of ``batch`` runs, each ``step_work`` multiply-adds per run and step (plus a
-    fixed overhead per step), recording ``per_run`` numbers per run at each of ``records``
-    recorded steps, and ``final`` numbers per run at the end."""
-    operations = float(steps) * (4.0 * batch * step_work + STEP_OVERHEAD)
-    nbytes = _recording_bytes(records, batch, per_run) + 8.0 * batch * final
-    _checks.affordable("steps", steps, operations, nbytes, f"a descent of {batch} run(s)")
-
-
-def _step_direction(grad: torch.Tensor, normalized: bool, eps: float,
-                    rescaled: Callable[[], tuple] | None = None) -> torch.Tensor:
-    """The gradient (..., d, B) itself, or each column divided by (its norm + eps).
-
-    A column whose squares under- or overflow (norm outside (1e-140, 1e140)) is first divided
-    by its largest entry c, and g / (||g|| + eps) taken as (g / c) / (||g / c|| + eps / c): a
-    tiny gradient does not become a huge step, nor does a finite gradient whose norm overflows
-    (entries beyond about 1e154) become a zero one.
-
-    ``rescaled``: for a column of norm below TINY_GRADIENT, whose terms (products of the
-    contraction's factors) may be subnormal and have lost their bits, a callable returning
-    (g 2^k, k) recomputed from factors scaled up by powers of two (:func:`_scaled_contraction`);
-    those columns' directions are taken from it (the others are unchanged, bit for bit).
-    """
-    if not normalized:
-        return grad
-    norm = torch.linalg.vector_norm(grad, dim=-2, keepdim=True)
-    low, high = torch.aminmax(norm)   # one reduction: 1.5-1.9x faster than the mask below
-    if low.item() > 1e-140 and high.item() < 1e140:   # (False for NaN: the careful path)
-        return grad / (norm + eps)
-    risky = ~((norm > 1e-140) & (norm < 1e140))
-    scale = grad.abs().amax(dim=-2, keepdim=True)
-    safe = torch.where(scale > 0, scale, 1.0)
-    unit = grad / safe
-    # a tensor numerator: torch computes float / tensor as float * (1 / tensor), whose
-    # reciprocal overflows for a subnormal scale (the step became 0 and the run stalled)
-    small = torch.as_tensor(eps, dtype=grad.dtype) / safe
-    rescaled_unit = unit / (torch.linalg.vector_norm(unit, dim=-2, keepdim=True) + small)
-    direction = torch.where(risky, rescaled_unit, grad / (norm + eps))
-    tiny = norm < TINY_GRADIENT
-    if rescaled is not None and bool(tiny.any()):
-        scaled, k = rescaled()
-        direction = torch.where(tiny, _scaled_direction(scaled, k, eps), direction)
-    return direction
-
-
-# A normalized step recomputes a gradient of norm below this from factors scaled by powers of
-# two: its terms, products of tiny factors (keys and scores near 1e-160), may be subnormal, with
-# absolute errors up to 2^-1075 each; above it they stay below 2^-64 of the norm (per term), far
-# below the rounding of the sum itself (gradients near 1e-300 of normal terms are left alone)
-TINY_GRADIENT = 1e-304
-
-
-def _times_power_of_two(a: torch.Tensor, k) -> torch.Tensor:
-    """a 2^k for integer-valued k (a float tensor broadcasting against a, any size), in factors
-    of at most 2^1000 (exact unless the result leaves the normal range)."""
-    k = torch.as_tensor(k, dtype=a.dtype)
-    pieces = max(1, math.ceil(float(k.abs().max()) / 1000.0))
-    out = a
-    for j in range(pieces):
-        part = torch.trunc(k / (pieces - j))
-        out = out * torch.pow(2.0, part)
-        k = k - part
-    return out
-
-
-def _up_exponent(a: torch.Tensor, dims) -> torch.Tensor:
-    """(dims kept) the k in [0, 1000] with max|a| 2^k in [1/2, 1) where max|a| < 1/2 (0 for a
-    zero a or max|a| >= 1/2): scaling a factor up by 2^k is exact."""
-    top = torch.amax(a.abs(), dim=dims, keepdim=True)
-    exponent = torch.frexp(top).exponent.to(a.dtype)
-    return torch.where(top > 0, torch.clamp(-exponent, 0.0, 1000.0), 0.0)
-
-
-def _scaled_contraction(A: torch.Tensor, C: torch.Tensor) -> tuple:
-    """(A 2^a) @ (C 2^c) and a + c, for A (..., d, N) scaled up as a whole (a per leading index)
-    and C (..., N, B) per column: products of normal numbers where A @ C's were subnormal."""
-    a = _up_exponent(A, dims=(-2, -1))
-    c = _up_exponent(C, dims=-2)
-    return _times_power_of_two(A, a) @ _times_power_of_two(C, c), a + c
-
-
-def _scaled_direction(scaled: torch.Tensor, k: torch.Tensor, eps) -> torch.Tensor:
-    """g / (||g|| + eps) per column of ``scaled`` = g 2^k (k (..., 1, B) >= 0): eps takes as much
-    of 2^k as keeps it below 2^1000, g 2^k gives back the rest (the step is then below 2^-900
-    of ||g 2^k||, so its rounding to subnormals is far below the step's own ulp)."""
-    eps = torch.as_tensor(eps, dtype=scaled.dtype)
-    room = torch.clamp(1000.0 - torch.frexp(eps).exponent.to(scaled.dtype), min=0.0)
-    kept = torch.minimum(k, room)
-    return _step_direction(_times_power_of_two(scaled, kept - k), True,
-                           _times_power_of_two(eps, kept))

@@ -47,11 +47,12 @@ from itertools import combinations
 import numpy as np
 
 from . import _checks
-from .optimality import _optimal_indices
+from ._attsvm import _att_svm, _is_feasible
 from ._least_distance import norm as vector_norm
 from ._least_distance import row_norms
+from ._numerics import _optimal_indices
 from .problem import problem, tie_tolerances, unit_keys
-from .svm import IllConditionedError, _att_svm, _is_feasible
+from .svm import IllConditionedError
 
 GAP_TOL = 1e-9    # gap_u > 1 + GAP_TOL * max(1, ||k_{i t_i} - k_iu|| ||q||)
 # Equal scores: |gamma_iu - gamma_{i t_i}| <= tol_i, the tie rule of problem.tie_tolerances (per

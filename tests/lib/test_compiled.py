@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import maxmargin as mm
-from maxmargin import _compiled, train
+from maxmargin import _blocks, _compiled, train
 
 TINY = mpmath.mpf(2) ** -1022     # the smallest normal float64
 
@@ -79,14 +79,14 @@ def test_exp_of_nan_is_nan():
     (2, 16, 2, 16),                    # two instances: two blocks already
 ])
 def test_block_lanes_use_every_thread_and_waste_few_lanes(threads, B, M, expected):
-    """The compiled GD kernel's block size (train._block_lanes with the measured costs). Bugs
+    """The compiled GD kernel's block size (_blocks._block_lanes with the measured costs). Bugs
     caught: a block size that leaves a thread idle (B = 32 on two threads in one 32-lane block),
     the widest block taken whatever the waste (33 starts in two blocks of 32), or the narrowest
     (1024 starts in blocks of 8)."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        assert train._block_lanes(B, M, train._GD_LANE_COSTS) == expected
+        assert _blocks._block_lanes(B, M, train._GD_LANE_COSTS) == expected
     finally:
         torch.set_num_threads(before)
 

@@ -73,7 +73,7 @@ def assert_same_runs(a, b, rtol=RTOL, what=""):
 def test_compiled_matches_the_torch_engine(loss, normalized, monkeypatch):
     """Iterates, risks, probabilities and tracked attention of the compiled engine equal the torch
     loop's to 1e-12 relative, for B = 1, 7, 8 (one 8-lane block, 7 to 0 spare lanes) and 17 (blocks
-    of 8 or 16, as train._block_lanes chooses: spare lanes in the last), record_every 1, 3 and None, track given and None, and eps_v far
+    of 8 or 16, as _blocks._block_lanes chooses: spare lanes in the last), record_every 1, 3 and None, track given and None, and eps_v far
     from eps_p under normalized GD.
     Bugs caught: a lane reading another lane's head or prompt (scores shared across lanes, as in
     gd's kernel), spare lanes written into the records, a record at the wrong step or row, the

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import maxmargin as mm
-from maxmargin import _compiled, train
+from maxmargin import _blocks, _compiled, train
 from roundoff import assert_every_step_matches, prompt_model
 
 NAMES = sorted(mm.LOSSES)
@@ -93,14 +93,14 @@ def test_log_forms_match_the_formula_in_arbitrary_precision(name):
     np.testing.assert_allclose(loss.log_slope(POINTS), log_slopes, rtol=1e-14, atol=1e-300)
 
 
-@pytest.mark.parametrize("name", [loss.name for loss in train._COMPILED_LOSSES])
+@pytest.mark.parametrize("name", [loss.name for loss in _blocks._COMPILED_LOSSES])
 def test_compiled_derivative_matches_the_formula_in_arbitrary_precision(name):
     """The compiled engine's own l'(z) (``_compiled._slopes``, with its vectorised exp) is the
     loss's derivative, over exp's whole range and beyond. Bugs caught: the compiled code of one
     loss computing another loss's derivative (the codes are integers), a sign flip or a wrong
     argument of its exp, NaN instead of 0 or -inf past the overflow threshold."""
     loss = mm.LOSSES[name]
-    code = train._loss_code(loss)
+    code = _blocks._loss_code(loss)
     lanes = _compiled.LANES
     points = np.r_[POINTS, np.zeros(-len(POINTS) % lanes)]
     got = np.empty_like(points)
@@ -119,10 +119,10 @@ def test_the_engines_recognise_a_loss_by_its_definition(name):
     """Bug caught: dispatch by object identity, under which a copied or renamed built-in loss
     silently runs on the slower torch loop (or a new loss is handed an integer code it is not)."""
     loss = mm.LOSSES[name]
-    code = train._loss_code(loss)
-    assert train._loss_code(dataclasses.replace(loss, name="renamed")) == code
+    code = _blocks._loss_code(loss)
+    assert _blocks._loss_code(dataclasses.replace(loss, name="renamed")) == code
     other = dataclasses.replace(loss, derivative=lambda x: loss.derivative(x))
-    assert train._loss_code(other) is None
+    assert _blocks._loss_code(other) is None
 
 
 @pytest.mark.parametrize("name", NAMES)

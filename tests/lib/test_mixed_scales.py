@@ -118,7 +118,7 @@ def test_a_violated_value_is_refused_even_where_rounding_cannot_explain_it():
     """A solver's solution 1e-5 short of a constraint whose terms are of size 10 (rounding at
     most 1e-14): refused, naming the argument, though the support rule (tol * scale = 1e-7)
     would not flag it. Bug caught: the exact re-evaluation accepting any value it computes."""
-    from maxmargin.svm import _check_values
+    from maxmargin._forward import _check_values
 
     values = np.array([[np.inf, 1 - 1e-5]])
     others = np.array([[False, True]])
@@ -324,7 +324,7 @@ def test_an_equality_missed_beyond_its_rounding_is_refused():
     1 (rounding 1e-15) is refused naming the argument; one of 1e-3 with terms of size 1e14
     (rounding about 0.04) is accepted as rounding. Bug caught: a solver that loses an equation
     (the null-space cut above) going unnoticed because only the inequalities are checked."""
-    from maxmargin.svm import _check_equalities
+    from maxmargin._forward import _check_equalities
 
     equal = np.array([[False, True]])
     D = np.array([[[0.0, 0.0], [1.0, -1.0]]])

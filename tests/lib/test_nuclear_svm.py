@@ -20,7 +20,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import maxmargin as mm
-from maxmargin import svm
+from maxmargin import _nuclear, svm
 
 TOL = svm.NUCLEAR_TOL  # 1e-6, the certificate's relative tolerance
 
@@ -232,7 +232,7 @@ def test_certificate_accepts_the_solution():
     """The control of the tests below: the returned pair passes (else they prove nothing).
     Bug caught: multipliers returned in another order than the rows, or scaled."""
     Drows, Zrows, W, mu = certificate_inputs()
-    assert max(svm._nuclear_kkt(Drows, Zrows, W, mu).values()) <= TOL
+    assert max(_nuclear._nuclear_kkt(Drows, Zrows, W, mu).values()) <= TOL
 
 
 def test_certificate_refuses_a_feasible_suboptimal_w():
@@ -240,17 +240,17 @@ def test_certificate_refuses_a_feasible_suboptimal_w():
     has the same constraint values and a larger nuclear norm. Bug caught: a certificate that
     checks only feasibility and mu >= 0 (both pass here)."""
     Drows, Zrows, W, mu = certificate_inputs()
-    assert max(svm._nuclear_kkt(Drows, Zrows, 1.01 * W, mu).values()) > 100 * TOL
+    assert max(_nuclear._nuclear_kkt(Drows, Zrows, 1.01 * W, mu).values()) > 100 * TOL
     Q = np.linalg.svd(Zrows.T)[0][:, :3]    # orthonormal basis of span{z_i} (3 queries)
     b = np.random.default_rng(1).normal(size=W.shape[0])
     b -= Q @ (Q.T @ b)                      # orthogonal to every query
     a = np.random.default_rng(2).normal(size=W.shape[0])
     bumped = W + 1e-3 * np.linalg.norm(W) * np.outer(a, b) / np.linalg.norm(a) / np.linalg.norm(b)
     np.testing.assert_allclose(values(Drows, Zrows, bumped), values(Drows, Zrows, W), atol=1e-12)
-    violations = svm._nuclear_kkt(Drows, Zrows, bumped, mu)
+    violations = _nuclear._nuclear_kkt(Drows, Zrows, bumped, mu)
     assert violations["primal feasibility"] <= 1e-12 and max(violations.values()) > 100 * TOL
     with pytest.raises(mm.IllConditionedError, match=r"^X: .*KKT certificate"):
-        svm._nuclear_certify(Drows, Zrows, bumped, mu)
+        _nuclear._nuclear_certify(Drows, Zrows, bumped, mu)
 
 
 def test_certificate_refuses_wrong_multipliers():
@@ -262,13 +262,13 @@ def test_certificate_refuses_wrong_multipliers():
     j = int(np.argmax(mu))
     wrong = np.zeros_like(mu)
     wrong[j] = nuclear(W) / values(Drows, Zrows, W)[j]
-    violations = svm._nuclear_kkt(Drows, Zrows, W, wrong)
+    violations = _nuclear._nuclear_kkt(Drows, Zrows, W, wrong)
     others = {k: v for k, v in violations.items() if k != "spectral norm"}
     assert max(others.values()) <= TOL, others
     assert violations["spectral norm"] > 100 * TOL
     with pytest.raises(mm.IllConditionedError, match=r"^X: .*spectral norm violated by"):
-        svm._nuclear_certify(Drows, Zrows, W, wrong)
-    assert svm._nuclear_kkt(Drows, Zrows, W, 1.1 * mu)["duality gap"] > 100 * TOL
+        _nuclear._nuclear_certify(Drows, Zrows, W, wrong)
+    assert _nuclear._nuclear_kkt(Drows, Zrows, W, 1.1 * mu)["duality gap"] > 100 * TOL
 
 
 def test_certificate_names_a_multiplier_on_a_slack_constraint():
@@ -282,7 +282,7 @@ def test_certificate_names_a_multiplier_on_a_slack_constraint():
     assert slack[j] > 0.1                  # a constraint that is far from tight
     wrong = np.zeros_like(mu)
     wrong[j] = nuclear(W)
-    violations = svm._nuclear_kkt(Drows, Zrows, W, wrong)
+    violations = _nuclear._nuclear_kkt(Drows, Zrows, W, wrong)
     assert violations["duality gap"] <= 1e-12
     assert violations["complementary slackness"] > 100 * TOL
 
@@ -371,10 +371,10 @@ def test_the_reduced_program_alone_attains_the_optimum():
     in the full space, can repair in w_svm's answer and so hide from the tests above."""
     X, alpha, Z = instance(3, 3, 4, 12)
     Drows, Zrows = rows(X, alpha, Z)
-    W, mu = svm._nuclear_core(Drows, Zrows)
+    W, mu = _nuclear._nuclear_core(Drows, Zrows)
     value, _ = reference(Drows, Zrows, "CLARABEL")
     assert nuclear(W) == pytest.approx(value, rel=1e-8)
-    assert max(svm._nuclear_kkt(Drows, Zrows, W, mu).values()) <= TOL
+    assert max(_nuclear._nuclear_kkt(Drows, Zrows, W, mu).values()) <= TOL
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 import maxmargin as mm
 from maxmargin.book import landscape
-from maxmargin import _checks, train
+from maxmargin import _blocks, _checks, train
 
 CORE = Path(mm.__file__).parent
 INST = mm.data.fig2()
@@ -140,7 +140,7 @@ def test_a_loss_with_other_formulas_is_not_taken_for_a_builtin(monkeypatch):
     logistic kernel (it would silently compute the built-in's gradient)."""
     halved = dataclasses.replace(mm.LOGISTIC, derivative=lambda x: 0.5 * mm.LOGISTIC.derivative(x),
                                  torch_derivative=lambda x: 0.5 * mm.LOGISTIC.torch_derivative(x))
-    assert train._loss_code(halved) is None
+    assert _blocks._loss_code(halved) is None
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
     run = mm.gd(X, Y, v, INST.p0[0], 1, 0.1, W=W, loss=halved)
     step = run.p[0, 0] - run.p[1, 0]

@@ -12,10 +12,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _checks
+from .._descent import _settings
+from .._numerics import _excess_risk
 from ..losses import LOGISTIC, Loss, get_loss
-from ..model import _excess_risk
 from ..problem import Problem, problem
-from ..train import _gd, _settings
+from ..train import _gd  # the one exception: see KNOWN in tests/lib/test_private_imports.py
 
 
 class PlaneGrid(NamedTuple):
