@@ -11,7 +11,7 @@ in a console: ```p^mm = argmin ||p|| s.t. (x_{i,alpha_i} - x_it)^T W p >= 1```. 
   (``p^mm``); ``p_bar`` is p with a bar;
 * Greek letters by name (``alpha``, ``gamma_it``, ``Lambda``; ``eps`` is epsilon), ``l`` the
   loss ell, ``grad`` nabla, ``inf`` infinity;
-* ``>=``, ``<=``, ``!=``, ``->``; ``a * b`` a product, ``L*`` and ``||W||_*`` starred;
+* ``1e-12`` a power of ten; ``>=``, ``<=``, ``!=``, ``->``; ``a * b`` a product, ``L*`` and ``||W||_*`` starred;
   ``...`` an ellipsis; ``s.t.`` "subject to";
 * any other word of two or more letters is an upright operator name (``softmax``, ``diag``,
   ``log``, ``sum_i``, ``argmin``), ``sqrt(x)`` a square root.
@@ -40,7 +40,7 @@ _TOKEN = re.compile(r"""(?P<command>\\[A-Za-z]+\*?|\\[,;:!| ])
     |(?P<symbol>\|\||>=|<=|!=|->|\.\.\.|…|[%&\#$])
     |(?P<accented>(?<![A-Za-z])[A-Za-z]_(?:bar|hat|tilde)(?![A-Za-z0-9]))
     |(?P<word>[A-Za-z]+)
-    |(?P<number>\d+(?:\.\d+)?)
+    |(?P<number>\d+(?:\.\d+)?(?:e-?\d+(?![A-Za-z]))?)
     |(?P<space>\s+)
     |(?P<other>.)""", re.X | re.S)
 _GREEK_TAIL = re.compile(r"([a-z]+)(" + "|".join(sorted(GREEK, key=len, reverse=True)) + ")")
@@ -88,7 +88,7 @@ def _script(tokens, k, marker, formula):
         return "{" + value + "}", k + 1
     if value == "-" and k + 1 < len(tokens) and tokens[k + 1][0] in ("word", "number"):
         inner, after = _script(tokens, k + 1, marker, formula)
-        return "{-" + inner + "}", after
+        return "{-" + inner[1:-1] + "}", after
     raise ValueError(f"{marker!r} followed by {value!r} in the formula {formula!r}")
 
 
@@ -115,7 +115,10 @@ def _translate(tokens, formula: str) -> str:
     while k < len(tokens):
         kind, value = tokens[k]
         k += 1
-        if kind in ("command", "space", "number"):
+        if kind == "number" and "e" in value:           # 1e-12: 10^{-12}
+            mantissa, exponent = value.split("e")
+            out.append(("" if mantissa == "1" else mantissa + r" \cdot ") + "10^{" + exponent + "}")
+        elif kind in ("command", "space", "number"):
             out.append(value + (" " if kind == "command" else ""))
         elif kind == "subject_to":
             out.append(r"\quad\text{s.t.}\quad ")

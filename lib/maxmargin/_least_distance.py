@@ -50,7 +50,7 @@ ROUNDING = 1e-13
 class IllConditionedError(ValueError):
     """A max-margin problem too ill-conditioned for float64: no point passes the KKT certificate
     (the message gives the condition number of the active constraints), or the feasible set,
-    if not empty, lies beyond `L / FEASIBILITY_TOL (L = max_j h_j / ||g_j||)`; then ``distance``
+    if not empty, lies beyond L / ``FEASIBILITY_TOL`` (`L = max_j h_j / ||g_j||`); then ``distance``
     is that lower bound on the norm of any feasible point, in units of L (else None).
 
     A subclass of ``ValueError``, raised by :func:`least_distance` and every SVM (``att_svm``,

@@ -296,7 +296,7 @@ def trap_counterexample() -> Instance:
 
     n = 2, T = 2, d = 3, W = diag(1, 1, 0), v = e3, Y = (+1, +1). Sequence 0: optimal key (-2, 3),
     other (0, 0); sequence 1: optimal key (1, 0), other (0, 0); scores 1 and 0. The non-optimal
-    scores are trivially equal and the ATT-SVM of the optimal tokens is `p_mm =` (1, 1, 0), yet plain
+    scores are trivially equal and the ATT-SVM of the optimal tokens is `p^mm = (1, 1, 0)`, yet plain
     GD from p0 = (4, 0, 0) keeps sequence 0 on its non-optimal token for ever (a trap set {0}).
     ``p0`` holds the starts (0, 0, 0) and (4, 0, 0).
 
@@ -306,7 +306,7 @@ def trap_counterexample() -> Instance:
 
     Examples
     --------
-    `p_mm` solves `p_1 >= 1` and `-2 p_1 + 3 p_2 >= 1`, whose shortest solution is (1, 1):
+    `p^mm` solves `p_1 >= 1` and `-2 p_1 + 3 p_2 >= 1`, whose shortest solution is (1, 1):
 
     >>> inst = mm.data.trap_counterexample()
     >>> bool(np.allclose(mm.att_svm(inst.X, inst.optimal, W=inst.W).p, [1.0, 1.0, 0.0]))
@@ -357,7 +357,7 @@ def mixing_example(*, beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
     and 3 value (0, 0). The head `psi(z) = a_1 tanh(beta z_3) + a_2 tanh(beta z_4)` is an MLP with
     two tanh units. For small ``beta`` it is nearly linear and token 0 alone is best; once
     `beta > arccosh(sqrt(a_1 / a_2))` mixing tokens 0 and 1 gives a larger output. In both
-    sequences `k_0 - k_1 =` (0, 1), so one prompt can set both in-set mixtures at once.
+    sequences `k_0 - k_1 = (0, 1)`, so one prompt can set both in-set mixtures at once.
 
     Parameters
     ----------
@@ -400,7 +400,7 @@ def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = F
     """A seeded random instance with separate key and value coordinates.
 
     The first d-1 coordinates are Gaussian keys (scale ``spread``); the last coordinate is the value
-    read by `v = e_d` through scores in [0, 1); W = diag(1, ..., 1, 0). Token 0 of every sequence is
+    read by `v = e_d` through scores in [0, 1); `W = diag(1, ..., 1, 0)`. Token 0 of every sequence is
     the optimal one (score 1). With ``equal_scores`` every other token scores 0, the
     equal-non-optimal-score condition of the global theorem. With ``margin`` (not None) the optimal
     token is moved along a random unit direction until it out-ranks the others by that margin, so the

@@ -70,7 +70,7 @@ def scaled_gradient(X, gamma, Z, K, Q, loss: Loss):
     """The W-gradient of the risk divided by its scale, for M instances.
 
     X (M, n, T, d) tokens, `gamma` (M, n, T) scores `Y_i v^T x_it`, Z (M, n, d) queries, K, Q
-    (M, d, m) factors. Returns (G, c, margin): G (M, d, d) `= e^(-c) dL/dW` with `W = K Q^T`, c (M,)
+    (M, d, m) factors. Returns (G, c, margin): G (M, d, d) equal to `e^(-c) dL/dW` with `W = K Q^T`, c (M,)
     the log of the largest non-selected softmax weight of each instance, margin (M, n) the margins
     `m_i = sum_t s_it gamma_it`.
     """
@@ -92,8 +92,8 @@ def ngd_KQ_exact(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                  record_every: int | None = 1) -> KQTrajectory:
     """Normalized GD on (K, Q) for a stack of M instances, the step exact at every gap (eps = 0).
 
-    Each step is K <- K - lr dK `/ ||dK||_F` and Q <- Q - lr dQ `/ ||dQ||_F` (dK = G Q, dQ `= G^T K`
-    with G = dL/dW), or with ``joint=True`` both divided by `||(dK, dQ)||_F`, the norm of the
+    Each step is `K <- K - lr dK / ||dK||_F` and `Q <- Q - lr dQ / ||dQ||_F` (`dK = G Q`, `dQ = G^T K`
+    with `G = dL/dW`), or with ``joint=True`` both divided by `||(dK, dQ)||_F`, the norm of the
     whole step. The gradients are computed by :func:`scaled_gradient`, so that no weight
     underflows: the runs have no ceiling (unlike :func:`~maxmargin.gd_KQ_stack`, which with
     ``normalized=True`` computes the same steps while the gaps stay below about 700).

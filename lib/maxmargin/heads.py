@@ -308,7 +308,7 @@ def head_risk(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", 
 def head_risk_grad(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
     """Gradient in p of :func:`head_risk`, shape (..., d).
 
-    `grad_p L = (1/n) sum_i l'_i Y_i sum_t s_it (x_it - z_i)^T` grad `psi(z_i) W^T x_it`,
+    `grad_p L = (1/n) sum_i l'_i Y_i sum_t s_it (x_it - z_i)^T grad psi(z_i) W^T x_it`,
     with `z_i = X_i^T s_i`.
 
     Parameters
@@ -533,7 +533,7 @@ def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logisti
 
     Examples
     --------
-    In the mixing example `k_0 - k_1 =` (0, 1, 0, 0) in both sequences, so `p_fin =` (0, c, 0, 0) sets
+    In the mixing example `k_0 - k_1 = (0, 1, 0, 0)` in both sequences, so `p_fin = (0, c, 0, 0)` sets
     the in-set weights (sigmoid(c), 1 - sigmoid(c)) to the optimal (0.5842, 0.4158):
     c = log(0.5842 / 0.4158) = 0.3399.
 
@@ -617,7 +617,7 @@ def set_direction(X, Y, head: MLPHead, *, W=None, loss: str | Loss = "logistic",
     head : the :class:`MLPHead` `psi`, with input size d.
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
-    threshold, ``max_work`` : keyword-only, as in :func:`optimal_sets` (defaults 1e-3 and 2e8).
+    threshold, max_work : keyword-only, as in :func:`optimal_sets` (defaults 1e-3 and 2e8).
 
     Returns
     -------

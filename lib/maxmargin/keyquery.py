@@ -47,7 +47,7 @@ class KQTrajectory:
     ----------
     K, Q : (R, B, d, m) the key and query factors at the recorded steps.
     risk : (R, B) the risk `L(K Q^T)` (the mean loss) at each recorded iterate, WITHOUT the
-        penalty reg `(||K||_F^2 + ||Q||_F^2)` that the run minimized with it.
+        penalty `reg (||K||_F^2 + ||Q||_F^2)` that the run minimized with it.
     lr, normalized, reg : the step size, whether the steps were normalized, the penalty weight.
     steps : (R,) the step index of each record.
     W : (property) (R, B, d, d) the products `K Q^T`, of rank at most m.
@@ -124,10 +124,10 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     """Gradient descent on the key and query factors (K, Q) of `W = K Q^T`, batched over starts.
 
     The logits are `x_it^T K Q^T z_i`, and the run minimizes the risk `L(K Q^T)` (the mean loss of
-    the margins `Y_i f(X_i)`, as in :func:`gd_W`) plus reg `(||K||_F^2 + ||Q||_F^2)`. With
-    G = dL/dW the gradients are dK = G Q + 2 reg K and dQ `= G^T K + 2` reg Q. A plain step is
-    K <- K - lr dK, Q <- Q - lr dQ; a normalized step divides each by its own Frobenius norm
-    (+ eps), K <- K - lr dK `/ (||dK||_F + eps)` and likewise for Q (as the follow-up paper's
+    the margins `Y_i f(X_i)`, as in :func:`gd_W`) plus `reg (||K||_F^2 + ||Q||_F^2)`. With
+    `G = dL/dW` the gradients are `dK = G Q + 2 reg K` and `dQ = G^T K + 2 reg Q`. A plain step is
+    `K <- K - lr dK`, `Q <- Q - lr dQ`; a normalized step divides each by its own Frobenius norm
+    (+ eps), `K <- K - lr dK / (||dK||_F + eps)` and likewise for Q (as the follow-up paper's
     code). A zero factor has a zero gradient for the other one: from Q0 = 0 the first step
     leaves K where it is. Raises ``ValueError`` naming the step and the cause (v's scale or lr)
     if a gradient or an iterate overflows float64. With one shared query, reg = 0 and a
@@ -543,7 +543,7 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
 
 @dataclass(frozen=True)
 class PenaltyPath:
-    """Stationary points of the penalized risk `L(K Q^T) +` lam `(||K||_F^2 + ||Q||_F^2)`, one per
+    """Stationary points of the penalized risk `L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2)`, one per
     penalty ``lam`` (:func:`penalty_path`). The arrays are read-only.
 
     Attributes
@@ -559,7 +559,7 @@ class PenaltyPath:
         2 lam (the penalty's own curvature): >= 0 up to rounding at a local minimizer, < 0 at a
         saddle (reported only when MAX_ESCAPES escapes did not leave it). At (K, Q) = 0, where
         the gradient vanishes and ``stationarity`` cannot tell, it is `1 - sigma_max(G) / (2 lam)`,
-        G = dL/dW at W = 0: W = 0 is a local minimizer iff lam `>= sigma_max(G) / 2`.
+        `G = dL/dW` at `W = 0`: `W = 0` is a local minimizer iff `lam >= sigma_max(G) / 2`.
     W : (property) (k, d, d) the products `K Q^T`.
 
     Method ``cosine(direction)``: (k,) Frobenius cosines of W with a (d, d) matrix.
@@ -617,7 +617,7 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
     ``curvature`` (that eigenvalue over 2 lam, negative at a saddle), so a caller can refuse
     points that are not local minimizers. L-BFGS finds a local minimizer, not necessarily the
     global one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
-    penalty lam `||W||_F^2` (the Frobenius-norm path, in penalized form).
+    penalty `lam ||W||_F^2` (the Frobenius-norm path, in penalized form).
 
     Parameters
     ----------

@@ -362,7 +362,7 @@ def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
 
     Examples
     --------
-    With the correlation loss (l' = -1) the gradient is -Y `X^T s`, minus the attended token mix:
+    With the correlation loss (l' = -1) the gradient is `-Y X^T s`, minus the attended token mix:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> mm.risk_grad_v(X, [1.0], [1.0, 0.5], [0.0, 0.0], loss="correlation")
@@ -489,7 +489,7 @@ def risk_grad_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.nda
     """Gradient of the risk in W, shape (..., d, d): `sum_i sum_t c_it x_it z_i^T`.
 
     `c_it` is the gradient in the logits. With one shared query p the gradient is rank one,
-    `g p^T`, where g is the gradient in u = W p.
+    `g p^T`, where g is the gradient in `u = W p`.
 
     Parameters
     ----------
@@ -569,7 +569,7 @@ def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
 
     L* is the infimum of the risk when ATT-SVM(opt) is feasible (some p ranks every optimal token
     strictly first; unique optimal tokens, strictly decreasing continuous loss), and then it is
-    approached only as `||p|| ->` inf and reached by no finite p. Otherwise the infimum is strictly
+    approached only as `||p|| -> inf` and reached by no finite p. Otherwise the infimum is strictly
     larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
 
     Parameters

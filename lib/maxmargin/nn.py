@@ -20,7 +20,7 @@ class PromptAttention(nn.Module):
     ``forward(X)`` takes X of shape (n, T, d) and returns f(X) of shape (n,). No `1/sqrt(d)` scaling.
 
     The key-query matrix is factored as `W = W_k^T W_q` (``key`` and ``query``, two ``nn.Linear``
-    maps without bias), started at `W_k = W^T` and `W_q =` I. ``attention(X)`` gives the (n, T)
+    maps without bias), started at `W_k = W^T` and `W_q = I`. ``attention(X)`` gives the (n, T)
     weights; X may be a tensor or an array.
 
     Parameters
@@ -78,7 +78,7 @@ class PromptAttention(nn.Module):
         return self.key.weight.T @ self.query.weight
 
     def attention(self, X: torch.Tensor) -> torch.Tensor:
-        """Attention weights softmax(K q) with keys `K = X W_k^T` and query `q = W_q p`, shape (n, T).
+        """Attention weights `softmax(K q)` with keys `K = X W_k^T` and query `q = W_q p`, shape (n, T).
 
         Logits beyond float64 (while K and q are finite) are handled at unit scale: the weights
         are then the exact ones rounded (one-hot on the largest logit, shared among ties), not

@@ -73,7 +73,7 @@ def _optimal_indices(prob: Problem) -> np.ndarray:
 
 
 def support_tokens(X, alpha, *, W=None) -> np.ndarray:
-    """(n, T) bool mask of support tokens `T_i(alpha)`: the tight constraints of `ATT-SVM(alpha)`.
+    """(n, T) bool mask of support tokens `T_i(alpha)`: the tight constraints of ATT-SVM(`alpha`).
 
     The same as ``mm.att_svm(X, alpha, W=W).support`` (fast solver, default ``tol``).
 
@@ -89,7 +89,7 @@ def support_tokens(X, alpha, *, W=None) -> np.ndarray:
 
     Raises
     ------
-    ValueError : bad inputs (as in :func:`att_svm`), or `ATT-SVM(alpha)` is infeasible.
+    ValueError : bad inputs (as in :func:`att_svm`), or ATT-SVM(`alpha`) is infeasible.
     TypeError : X or W is not a real numeric array, or ``alpha`` does not hold integers.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
 
@@ -113,7 +113,7 @@ class Selection:
     Attributes
     ----------
     alpha : tuple of n ints, the selected token of each sequence.
-    svm : SVMResult, `ATT-SVM(alpha)`.
+    svm : SVMResult, ATT-SVM(`alpha`).
     locally_optimal : bool, every support token scores strictly below the selected token of its
         sequence (below by more than the tie tolerance tol_i of the module docstring).
     violations : tuple of (i, t) pairs, the support tokens t of sequence i that score higher
@@ -134,7 +134,7 @@ class Selection:
 
 
 def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
-    """Solve `ATT-SVM(alpha)` and test the local-optimality condition on its support tokens.
+    """Solve ATT-SVM(`alpha`) and test the local-optimality condition on its support tokens.
 
     Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible. A support token whose
     score ties the selected token's (within `tol_i = 16 (d + 2) eps s_i`, the tie rule of
@@ -154,7 +154,7 @@ def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
         (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
-        the argument. Also: ``alpha`` is not one index in [0, T) per sequence, or `ATT-SVM(alpha)`
+        the argument. Also: ``alpha`` is not one index in [0, T) per sequence, or ATT-SVM(`alpha`)
         is infeasible.
     TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
         or ``alpha`` does not hold integers.
@@ -200,7 +200,7 @@ def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
 
     Returns
     -------
-    bool : the verdict of :func:`check_selection`, or False when `ATT-SVM(alpha)` is infeasible.
+    bool : the verdict of :func:`check_selection`, or False when ATT-SVM(`alpha`) is infeasible.
 
     Raises
     ------
@@ -428,7 +428,7 @@ def selection_census(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> Selectio
     Returns
     -------
     SelectionCensus
-        ``global_selection`` is opt `= argmax` of the scores (``ValueError`` on a tie, judged
+        ``global_selection`` is `opt = argmax` of the scores (``ValueError`` on a tie, judged
         relative to the scores' scale as in :func:`optimal_indices`). The census reads only
         feasibility and support tokens, which do not depend on the units of X: it is the same
         for X * c (and v / c) at any c that float64 represents, also where the multipliers of the

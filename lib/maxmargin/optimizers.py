@@ -5,15 +5,15 @@ key-query matrix W (d, e), the logits being `a_it = x_it^T W z_i` with queries `
 
 * "gd":       W <- W - lr grad L (the true gradient: it underflows, genuinely, once every
               non-selected softmax weight does, past logit gaps of about 745);
-* "ngd":      W <- W - lr `G / ||G||_F` (normalized GD, no eps);
+* "ngd":      `W <- W - lr G / ||G||_F` (normalized GD, no eps);
 * "md":       normalized mirror descent with the potential `psi(W) = ||W||_p^p / p` (entrywise):
-              `psi'(W_next) =``psi'(W_next) = psi'(W) -` lr `G / ||G||_q`, q = p / (p - 1), `psi'(W) = sign(W)|W|^(p-1)`;
+              `psi'(W_next) = psi'(W) - lr G / ||G||_q`, `q = p / (p - 1)`, `psi'(W) = sign(W) |W|^(p-1)`;
               p = 2 is "ngd";
 * "sign":     W <- W - lr sign(G) (sign(0) = 0): steepest descent in the entrywise max-norm;
-* "spectral": W <- W - lr `U V^T`, `G = U S V^T` truncated (singular values below 1e-10 times the
+* "spectral": `W <- W - lr U V^T`, `G = U S V^T` truncated (singular values below 1e-10 times the
               largest dropped): steepest descent in the spectral norm;
 * "adam":     PyTorch's Adam (betas, eps, bias correction, no weight decay);
-* "polyak":   a step of length `(L - L*) / ||grad L||_F` along -G `/ ||G||_F`, L* the risk with every
+* "polyak":   a step of length `(L - L*) / ||grad L||_F` along `-G / ||G||_F`, `L*` the risk with every
               sequence attending only to its current top token; an "ngd" step of lr where
               L - L* <= 0 (counted in ``fallbacks``).
 
@@ -21,7 +21,7 @@ With e = 1 and every query 1 (queries (n, 1) of ones), W (d, 1) is the prompt p 
 "gd" / "ngd" are :func:`~maxmargin.gd` (plain / normalized) on p.
 
 How it stays exact. Every step starts from :func:`maxmargin.exactstep.scaled_logit_gradient`:
-`G = e^(-c)` grad L with c the log of the largest non-selected softmax weight of the instance,
+`G = e^(-c) grad L` with c the log of the largest non-selected softmax weight of the instance,
 exact to rounding at any gap (the weights are formed relative to the top token, never by
 subtraction from 1). The scale-free rules use G only: NGD, MD, sign, spectral, the Polyak ratio,
 and Adam, whose moments are carried in units `e^(b)` of a running scale b (notes, section 4.4).
@@ -246,7 +246,7 @@ def descend(X, Y, v, W0, queries, steps: int, lr: float, *, method: str, p: floa
     steps, lr : number of iterations (an integer >= 1) and step size (> 0).
     method : keyword-only, one of "gd", "ngd", "md", "sign", "spectral", "adam", "polyak" (see
         the module docstring).
-    p : keyword-only, the exponent of the mirror potential `||W||_p^p / p (> 1)`, for "md" only.
+    p : keyword-only, the exponent of the mirror potential `||W||_p^p / p` (`p > 1`), for "md" only.
     betas, eps : keyword-only, Adam's settings (default (0.9, 0.999) and 1e-8, PyTorch's), for
         "adam" only; eps = 0 makes Adam scale-free.
     loss : keyword-only, a loss name or :class:`~maxmargin.Loss` (default "logistic").

@@ -26,7 +26,7 @@ from .problem import Problem, exponents, keyed, problem
 
 @dataclass(frozen=True)
 class RegularizationPath:
-    """Solutions of min L(p) s.t. `||p|| <= R` (and p in a cone, for a local path), one per radius.
+    """Solutions of `min L(p) s.t. ||p|| <= R` (and p in a cone, for a local path), one per radius.
 
     Attributes
     ----------
@@ -39,7 +39,7 @@ class RegularizationPath:
     kkt_relative : (k,) kkt / grad_norms: the sine of the angle between -grad L and the cone of
         active constraint normals (0 means exactly stationary; an interior point has 1 unless
         its gradient vanishes).
-    multipliers : (k,) `lambda` of the ball constraint, normalised so -grad `L = lambda p / ||p||`
+    multipliers : (k,) `lambda` of the ball constraint, normalised so `-grad L = lambda p / ||p||`
         (+ cone terms); 0 when the ball is inactive.
     on_boundary : (k,) bool, `||p_bar(R)|| = R`.
     on_cone : (k,) bool, the cone constraint is active (always False without a cone).
@@ -48,7 +48,7 @@ class RegularizationPath:
 
     Methods ``cosine(direction)``, (k,) cosines of the points with a (d,) direction, and
     ``is_stationary(*, rtol=1e-6, atol=1e-12)``, (k,) bool, `kkt <= max(rtol ||grad||, atol)` on
-    active constraints and `||grad|| <=` atol inside.
+    active constraints and `||grad|| <= atol` inside.
 
     Examples
     --------
@@ -254,7 +254,7 @@ def local_regularization_path(X, Y, v, radii, direction, angle: float, *, W=None
 
     Examples
     --------
-    In Fig. 1b, `p^mm =` (1, 0, 0) of the locally optimal selection (1,) is the axis. At these radii
+    In Fig. 1b, `p^mm = (1, 0, 0)` of the locally optimal selection (1,) is the axis. At these radii
     the minimiser leans toward the higher-score token 0 as far as the cone allows (its wall, at 5
     degrees) while token 1 keeps most of the attention:
 

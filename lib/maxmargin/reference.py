@@ -163,8 +163,8 @@ def risk_grad_W(X, Y, v, W, queries, *, loss="logistic"):
 
 
 def risk_grad_KQ(X, Y, v, K, Q, queries, *, loss="logistic", reg=0.0):
-    """Gradients of `L(K Q^T) +` reg `(||K||_F^2 + ||Q||_F^2)` in the factors, KQ of (d, m) each:
-    G Q + 2 reg K and `G^T K + 2` reg Q with G = grad_W L at `W = K Q^T`. Chapter 7."""
+    """Gradients of `L(K Q^T) + reg (||K||_F^2 + ||Q||_F^2)` in the factors, KQ of (d, m) each:
+    `G Q + 2 reg K` and `G^T K + 2 reg Q` with `G = grad_W L` at `W = K Q^T`. Chapter 7."""
     K, Q = np.asarray(K, dtype=float), np.asarray(Q, dtype=float)
     G = risk_grad_W(X, Y, v, K @ Q.T, queries, loss=loss)
     return KQ(G @ Q + 2.0 * reg * K, G.T @ K + 2.0 * reg * Q)
@@ -174,7 +174,7 @@ def risk_grad_KQ(X, Y, v, K, Q, queries, *, loss="logistic", reg=0.0):
 
 
 def descend(x, g, lr, *, normalized=False, eps=1e-12):
-    """One step x - lr g, or normalized x - lr `g / (||g|| + eps)` (the
+    """One step `x - lr g`, or normalized `x - lr g / (||g|| + eps)` (the
     Frobenius norm for a matrix). Chapter 3, definition def-normalized-gd."""
     x, g = np.asarray(x, dtype=float), np.asarray(g, dtype=float)
     if normalized:
@@ -228,8 +228,8 @@ class AdamState(NamedTuple):
 
 def mirror_step(X, Y, v, W, queries, lr, *, p, loss="logistic"):
     """One step of normalized mirror descent with the potential `psi(W) = ||W||_p^p / p` (entrywise),
-    shape of W: `psi'(W+) =``psi'(W+) = psi'(W) -` lr `G / ||G||_q`, with `psi'(W) = sign(W) |W|^(p-1)`, its inverse
-    `sign(U) |U|^(1/(p-1))`, q = p / (p - 1) and G = grad_W L. Chapter 8, mirror descent."""
+    shape of W: `psi'(W+) = psi'(W) - lr G / ||G||_q`, with `psi'(W) = sign(W) |W|^(p-1)`, its inverse
+    `sign(U) |U|^(1/(p-1))`, `q = p / (p - 1)` and `G = grad_W L`. Chapter 8, mirror descent."""
     G = risk_grad_W(X, Y, v, W, queries, loss=loss)
     q = p / (p - 1.0)
     U = np.sign(W) * np.abs(W) ** (p - 1.0) - lr * G / np.sum(np.abs(G) ** q) ** (1.0 / q)
@@ -243,7 +243,7 @@ def sign_step(X, Y, v, W, queries, lr, *, loss="logistic"):
 
 
 def spectral_step(X, Y, v, W, queries, lr, *, loss="logistic"):
-    """W - lr `U V^T` with `G = grad_W L = U S V^T`, singular values below 1e-10 times the largest
+    """`W - lr U V^T` with `G = grad_W L = U S V^T`, singular values below 1e-10 times the largest
     dropped: steepest descent in the spectral norm. Chapter 8, spectral descent."""
     U, S, Vt = np.linalg.svd(risk_grad_W(X, Y, v, W, queries, loss=loss), full_matrices=False)
     keep = S > 1e-10 * S[0]
@@ -253,7 +253,7 @@ def spectral_step(X, Y, v, W, queries, lr, *, loss="logistic"):
 def adam_step(X, Y, v, W, queries, lr, *, state=None, betas=(0.9, 0.999), eps=1e-8,
               loss="logistic"):
     """(W+, state+): one step of Adam as torch.optim.Adam takes it (no weight decay):
-    m = b1 m + (1 - b1) G, v = b2 v + (1 - b2) `G^2`, W+ = W - lr `m_hat / (sqrt(v_hat) + eps)`,
+    `m = b1 m + (1 - b1) G`, `v = b2 v + (1 - b2) G^2`, `W+ = W - lr m_hat / (sqrt(v_hat) + eps)`,
     `m_hat = m / (1 - b1^k)`, `v_hat = v / (1 - b2^k)`; ``state`` None is the start (zeros, k = 0).
     Chapter 8, Adam."""
     W = np.asarray(W, dtype=float)
@@ -271,7 +271,7 @@ def adam_step(X, Y, v, W, queries, lr, *, state=None, betas=(0.9, 0.999), eps=1e
 def polyak_step(X, Y, v, W, queries, lr, *, loss="logistic"):
     """`W - ((L - L*) / ||G||_F^2) G`, G = grad_W L, with `L* = (1/n) sum_i l(gamma_i tau_i)` the
     risk at each sequence's top token `tau_i = argmax_t x_it^T W z_i` (the Polyak step); where
-    L - L* <= 0, a normalized step W - lr `G / ||G||_F`. Chapter 8, step-size rules."""
+    `L - L* <= 0`, a normalized step `W - lr G / ||G||_F`. Chapter 8, step-size rules."""
     W = np.asarray(W, dtype=float)
     G = risk_grad_W(X, Y, v, W, queries, loss=loss)
     value, _ = LOSSES[loss]

@@ -163,9 +163,9 @@ class SVMResult(_Solution):
     norm_name : the norm p minimizes: "l2" (the default), "l1", "linf" or "l<q>" such as "l1.75"
         (``mm.att_svm(..., norm=...)``; see :mod:`maxmargin.normsvm`).
     dual : (d,) `Lambda = sum_it mu_it (k_{i,alpha_i} - k_it)`, the subgradient of the norm at p
-        that certifies optimality (dual norm of `Lambda <= 1, <Lambda, p> = ||p||`), or None for l2
+        that certifies optimality (dual norm of `Lambda <= 1`, `<Lambda, p> = ||p||`), or None for l2
         (whose certificate is the least-distance one).
-    duality_gap : `||p|| - sum_it mu_it b_i (|gap| <= NORM_TOL ||p||)`, or None for l2.
+    duality_gap : `||p|| - sum_it mu_it b_i` (``|gap| <= NORM_TOL * ||p||``), or None for l2.
     norm : (property) `||p||` in the SVM's own norm.
     direction : (property) (d,) the unit vector `p / ||p||` in that norm (zeros when p = 0).
 
@@ -284,11 +284,11 @@ class WSVMResult(_Solution):
         selected token, or None for the Frobenius norm (whose certificate is the
         least-distance one of ``maxmargin._least_distance``).
     dual : (d, d) `Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T`, the subgradient of the
-        norm at W that certifies optimality (dual norm of `Lambda <= 1, <Lambda, W> = ||W||`; for
+        norm at W that certifies optimality (dual norm of `Lambda <= 1`, `<Lambda, W> = ||W||`; for
         the nuclear norm `||Lambda||_2 <= 1`), or None for the Frobenius norm.
     duality_gap : `||W|| - sum_it mu_it`, in the units of `||W||` (the certificate bounds
         ``|duality_gap| <= NUCLEAR_TOL * ||W||`` (or ``NORM_TOL``)), or None for the Frobenius norm.
-    norm : (property) `||W||` in the SVM's own norm (`||W||_F, ||W||_* = sum` of the singular
+    norm : (property) `||W||` in the SVM's own norm (`||W||_F`, `||W||_*` = the sum of the singular
         values, ...), computed without overflow.
     direction : (property) (d, d) the matrix W / norm, of norm 1 in that norm.
 
@@ -793,7 +793,7 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
         absolute values: the scale of the value's rounding); below 1/2 (``MAX_TOL``), and small
         enough that tol * max(1, terms) <= 1/2 wherever a constraint is more than 1/2 from `b_i`;
         ``max(tol, NORM_TOL)`` for norms other than l2.
-    norm : keyword-only, "l2" (the default), "l1", "linf" or a number `q >= 1 (l_q)`.
+    norm : keyword-only, "l2" (the default), "l1", "linf" or a number `q >= 1` (`l_q`).
 
     Returns
     -------
@@ -1089,7 +1089,7 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
 
     Examples
     --------
-    Tokens 0 and 1 tie (`(x_0 - x_1)^T p = 0`, so `p_1 = p_2`) and beat token 2 by `1 (p_1 >= 1)`:
+    Tokens 0 and 1 tie (`(x_0 - x_1)^T p = 0`, so `p_1 = p_2`) and beat token 2 by 1 (`p_1 >= 1`):
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
     >>> res = mm.set_svm(X, np.array([[True, True, False]]))
@@ -1415,7 +1415,7 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
 
     The nuclear-norm SVM (``norm="nuclear"``), `W^mm_* = argmin ||W||_*` (the sum of the singular
     values), is a semidefinite program, solved by cvxpy with Clarabel under both solvers:
-    ``solver="fast"`` solves it for a small core `M (r_D, r_Z)`, `W = U_D M U_Z^T` with `U_D` an
+    ``solver="fast"`` solves it for a small core M (`r_D` by `r_Z`), `W = U_D M U_Z^T` with `U_D` an
     orthonormal basis of the differences `x_{i,alpha_i} - x_it` and `U_Z` one of the queries (which
     loses nothing: see the comment in ``_w_nuclear``), ``solver="cvxpy"`` the full-size
     ``maxmargin.svm.w_svm_problem`` (``norm="nuclear"``). Both work on X and the queries
@@ -1433,12 +1433,12 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
     alpha : (n,) selected token of each sequence.
     queries : keyword-only (required), (n, d) the query `z_i` of each sequence (self-attention), or
         (d,) one query p for all.
-    norm : keyword-only, "frobenius" (the default: `min ||W||_F`), "nuclear" `(min ||W||_*)`,
+    norm : keyword-only, "frobenius" (the default: `min ||W||_F`), "nuclear" (`min ||W||_*`),
         "spectral" (`min ||W||_2`, the largest singular value), "l1", "linf" (the largest
         `|entry|`) or a number q >= 1 (entrywise `l_q`; 1, 2 and ``np.inf`` name l1, Frobenius and
         linf). The spectral and entrywise norms are solved by cvxpy with Clarabel under either
         ``solver``, certified to ``NORM_TOL = 1e-6`` with the dual norm (`l_q <-> l_{q/(q-1)}`,
-        l1 `<-> l_inf`, spectral <-> nuclear) or refused; for spectral, l1 and linf, whose optima
+        `l_1 <-> l_inf`, spectral <-> nuclear) or refused; for spectral, l1 and linf, whose optima
         need not be unique, W is the least-Frobenius optimal point (:mod:`maxmargin.normsvm`).
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`; for the nuclear norm both use cvxpy and Clarabel, on
@@ -1980,7 +1980,7 @@ def joint_svms(X, Y, alpha, *, W=None) -> JointSVMs:
     Examples
     --------
     In Fig. 3's relaxed panel the third sequence is off the v-SVM margin, so its ATT-SVM
-    constraint is relaxed and `p^relax =` (1, 0); the full ATT-SVM solves `p_1 - p_2 = 1`,
+    constraint is relaxed and `p^relax = (1, 0)`; the full ATT-SVM solves `p_1 - p_2 = 1`,
     `0.5 p_1 + 1.5 p_2 = 1`:
 
     >>> inst = mm.data.fig3(variant="relaxed")

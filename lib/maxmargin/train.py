@@ -966,7 +966,7 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
 
     Examples
     --------
-    Fig. 3a: the joint run aligns v with `v^mm =` (0, 1) and p with the ATT-SVM direction, equal to
+    Fig. 3a: the joint run aligns v with `v^mm = (0, 1)` and p with the ATT-SVM direction, equal to
     `p^relax` here (every sequence is a support vector of the v-SVM):
 
     >>> inst = mm.data.fig3()
