@@ -43,6 +43,19 @@ _TOKEN = re.compile(r"""(?P<command>\\[A-Za-z]+\*?|\\[,;:!| ])
     |(?P<number>\d+(?:\.\d+)?(?:e-?\d+(?![A-Za-z]))?)
     |(?P<space>\s+)
     |(?P<other>.)""", re.X | re.S)
+# Maths left as plain text, what the typeset page must no longer show outside math and code: a
+# norm, an absolute value, a power or a transpose, a subscript, a sum or an arg min, a Greek
+# letter by name, an inner product (tests/lib/test_docstrings.py, tests/site/test_browser.py).
+PLAIN_TEXT_MATHS = re.compile(r"""\|\|[^|]*\|\|
+    | \|[^|\s][^|]{0,40}\|
+    | [\w)\]}]\^[\w{(*-]
+    | \b[A-Za-z]_\{
+    | \b[A-Za-z]_[A-Za-z0-9]{1,4}\b
+    | \b(?:sum|max|min|argmax|argmin|prod)_\w
+    | \b(?:argmin|argmax|sqrt)\b
+    | \b(?:alpha|beta|gamma|delta|epsilon|eta|theta|lambda|mu|nu|xi|rho|sigma|tau|phi|psi|omega
+          |Lambda|Sigma|Gamma|Delta)(?:_\w+)?\b
+    | <[^<>=\n]{1,40},[^<>=\n]{1,40}>""", re.X)
 _GREEK_TAIL = re.compile(r"([a-z]+)(" + "|".join(sorted(GREEK, key=len, reverse=True)) + ")")
 _INNER_PRODUCT = re.compile(r"<(?P<inner>[^<>=]*,[^<>=]*)>")
 

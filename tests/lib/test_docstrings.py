@@ -147,18 +147,6 @@ def test_every_docstring_reads_as_rst_on_the_reference_page():
     assert not problems, "\n".join(f"{k}: {v}" for k, v in problems.items())
 
 
-# Plain-text maths that a reader would see untypeset: a norm, an absolute value, a power or a
-# transpose, a subscript, a sum or an arg min, a Greek letter by name, an inner product.
-ASCII_MATHS = re.compile(r"""\|\|[^|]*\|\|
-    | \|[^|\s][^|]{0,40}\|
-    | [\w)\]}]\^[\w{(*-]
-    | \b[A-Za-z]_\{
-    | \b[A-Za-z]_[A-Za-z0-9]{1,4}\b
-    | \b(?:sum|max|min|argmax|argmin|prod)_\w
-    | \b(?:argmin|argmax|sqrt)\b
-    | \b(?:alpha|beta|gamma|delta|epsilon|eta|theta|lambda|mu|nu|xi|rho|sigma|tau|phi|psi|omega
-          |Lambda|Sigma|Gamma|Delta)(?:_\w+)?\b
-    | <[^<>=\n]{1,40},[^<>=\n]{1,40}>""", re.X)
 _MARKUP = re.compile(r":math:`[^`]*`|``.+?``|:[\w:]+:`[^`]*`")
 
 
@@ -243,6 +231,7 @@ def test_no_formula_is_left_as_plain_text_on_the_reference_page():
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "_ext"))
     from booksite.apidoc import convert
+    from booksite.asciimath import PLAIN_TEXT_MATHS
 
     docs = _shown_docstrings()
     assert {"maxmargin.SVMResult.norm", "maxmargin.svm.NUCLEAR_TOL",
@@ -252,6 +241,6 @@ def test_no_formula_is_left_as_plain_text_on_the_reference_page():
         for line in _prose(convert(doc.splitlines())):
             text = _MARKUP.sub(" ", line).replace("\\|", "|").replace("\\*", "*")
             left.update({f"{name}: {m.group()!r}": line.strip()
-                         for m in ASCII_MATHS.finditer(text)})
+                         for m in PLAIN_TEXT_MATHS.finditer(text)})
     assert not left, f"{len(left)} formulas as plain text:\n" + "\n".join(
         f"{k}  in  {v}" for k, v in sorted(left.items()))
