@@ -50,7 +50,7 @@ ROUNDING = 1e-13
 class IllConditionedError(ValueError):
     """A max-margin problem too ill-conditioned for float64: no point passes the KKT certificate
     (the message gives the condition number of the active constraints), or the feasible set,
-    if not empty, lies beyond L / FEASIBILITY_TOL (L = max_j h_j / ||g_j||); then ``distance``
+    if not empty, lies beyond L / ``FEASIBILITY_TOL`` (`L = max_j h_j / ||g_j||`); then ``distance``
     is that lower bound on the norm of any feasible point, in units of L (else None).
 
     A subclass of ``ValueError``, raised by :func:`least_distance` and every SVM (``att_svm``,
@@ -59,7 +59,7 @@ class IllConditionedError(ValueError):
     Parameters
     ----------
     message : the explanation (the SVMs prefix it with the name of the data argument).
-    distance : the lower bound on ||p|| / L described above, or None (the default).
+    distance : the lower bound on `||p|| / L` described above, or None (the default).
 
     Attributes
     ----------
@@ -67,7 +67,7 @@ class IllConditionedError(ValueError):
 
     Examples
     --------
-    Rows p_1 >= 1 and -p_1 + 1e-12 p_2 >= 1 need p_2 >= 2e12, while L = 1:
+    Rows `p_1 >= 1` and `-p_1 + 1e-12 p_2 >= 1` need `p_2 >= 2e12`, while L = 1:
 
     >>> G = np.array([[1.0, 0.0], [-1.0, 1e-12]])
     >>> try:
@@ -104,7 +104,7 @@ def least_distance(G, h, *, feasibility_tol: float = FEASIBILITY_TOL) -> np.ndar
     h : (m,) right-hand sides.
     feasibility_tol : keyword-only, in (0, 1), default FEASIBILITY_TOL = 1e-10, relative to the data (not
         the SVMs' ``tol``, which says when a constraint is tight): a polyhedron whose nearest
-        point has norm above L / feasibility_tol, with L = max_j h_j / ||g_j|| the norm that the
+        point has norm above L / feasibility_tol, with `L = max_j h_j / ||g_j||` the norm that the
         most demanding constraint alone requires, is reported as empty (a Farkas vector proves
         it).
 

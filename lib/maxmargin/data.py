@@ -33,7 +33,7 @@ class Instance:
     notes : a one-line description (default "").
     extra : a dict of further data (default empty).
     shape : (property) (n, T, d).
-    scores : (property) (n, T) token scores gamma_it = Y_i v^T x_it.
+    scores : (property) (n, T) token scores `gamma_it = Y_i v^T x_it`.
     optimal : (property) (n,) index of the highest-score token of each sequence; raises
         ValueError on a tie, as :func:`maxmargin.optimal_indices` does.
 
@@ -63,7 +63,7 @@ class Instance:
 
     @property
     def scores(self) -> np.ndarray:
-        """(n, T) token scores gamma_it = Y_i v^T x_it."""
+        """(n, T) token scores `gamma_it = Y_i v^T x_it`."""
         return self.Y[:, None] * (self.X @ self.v)
 
     @property
@@ -154,7 +154,7 @@ def fig2() -> Instance:
 def fig1_moved(*, x3_score: float = 0.0, x2=(1.0, 0.0)) -> Instance:
     """The Fig. 1 instance with token x3's score and token x2's attended position changed.
 
-    x3_score : gamma of x3 (0 in Fig. 1b, 0.9 in Fig. 1a); x2 : (2,) x2's first two coordinates.
+    x3_score : `gamma` of x3 (0 in Fig. 1b, 0.9 in Fig. 1a); x2 : (2,) x2's first two coordinates.
     Returns an Instance with n=1, T=3, d=3, W = diag(1, 1, 0), and Fig. 1's starts.
 
     Parameters
@@ -296,7 +296,7 @@ def trap_counterexample() -> Instance:
 
     n = 2, T = 2, d = 3, W = diag(1, 1, 0), v = e3, Y = (+1, +1). Sequence 0: optimal key (-2, 3),
     other (0, 0); sequence 1: optimal key (1, 0), other (0, 0); scores 1 and 0. The non-optimal
-    scores are trivially equal and the ATT-SVM of the optimal tokens is p_mm = (1, 1, 0), yet plain
+    scores are trivially equal and the ATT-SVM of the optimal tokens is `p^mm = (1, 1, 0)`, yet plain
     GD from p0 = (4, 0, 0) keeps sequence 0 on its non-optimal token for ever (a trap set {0}).
     ``p0`` holds the starts (0, 0, 0) and (4, 0, 0).
 
@@ -306,7 +306,7 @@ def trap_counterexample() -> Instance:
 
     Examples
     --------
-    p_mm solves p_1 >= 1 and -2 p_1 + 3 p_2 >= 1, whose shortest solution is (1, 1):
+    `p^mm` solves `p_1 >= 1` and `-2 p_1 + 3 p_2 >= 1`, whose shortest solution is (1, 1):
 
     >>> inst = mm.data.trap_counterexample()
     >>> bool(np.allclose(mm.att_svm(inst.X, inst.optimal, W=inst.W).p, [1.0, 1.0, 0.0]))
@@ -331,7 +331,7 @@ class HeadInstance:
     X : (n, T, d) tokens.
     Y : (n,) labels in {-1, +1}.
     W : (d, d) key-query matrix.
-    head : the :class:`~maxmargin.heads.MLPHead` psi, in place of a linear head v.
+    head : the :class:`~maxmargin.heads.MLPHead` `psi`, in place of a linear head v.
     notes : a one-line description (default "").
 
     Examples
@@ -354,19 +354,19 @@ def mixing_example(*, beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
 
     Coordinates are (key1, key2, value1, value2) and W = diag(1, 1, 0, 0): attention sees the
     keys, the head sees the values. Token 0 has value (1, 0), token 1 value (0, 1), tokens 2
-    and 3 value (0, 0). The head psi(z) = a_1 tanh(beta z_3) + a_2 tanh(beta z_4) is an MLP with
+    and 3 value (0, 0). The head `psi(z) = a_1 tanh(beta z_3) + a_2 tanh(beta z_4)` is an MLP with
     two tanh units. For small ``beta`` it is nearly linear and token 0 alone is best; once
-    beta > arccosh(sqrt(a_1 / a_2)) mixing tokens 0 and 1 gives a larger output. In both
-    sequences k_0 - k_1 = (0, 1), so one prompt can set both in-set mixtures at once.
+    `beta > arccosh(sqrt(a_1 / a_2))` mixing tokens 0 and 1 gives a larger output. In both
+    sequences `k_0 - k_1 = (0, 1)`, so one prompt can set both in-set mixtures at once.
 
     Parameters
     ----------
     beta : keyword-only, the gain of the tanh units, > 0 (default 2.0).
-    a : keyword-only, (2,) the output weights (a_1, a_2) (default (1.0, 0.6)).
+    a : keyword-only, (2,) the output weights `(a_1, a_2)` (default (1.0, 0.6)).
 
     Returns
     -------
-    HeadInstance : named "mixing-beta<beta>", Y = (1, 1).
+    HeadInstance : named ``"mixing-beta<beta>"``, Y = (1, 1).
 
     Raises
     ------
@@ -375,7 +375,7 @@ def mixing_example(*, beta: float = 2.0, a=(1.0, 0.6)) -> HeadInstance:
 
     Examples
     --------
-    With a = (1, 0.6) the threshold is arccosh(sqrt(1 / 0.6)) = 0.75:
+    With a = (1, 0.6) the threshold is `arccosh(sqrt(1 / 0.6)) = 0.75`:
 
     >>> inst = mm.data.mixing_example(beta=2.0)
     >>> round(float(inst.head.value([0.0, 0.0, 1.0, 0.0])), 4)  # token 0 alone: tanh(2)
@@ -400,7 +400,7 @@ def random_instance(n: int, T: int, d: int, seed: int, *, equal_scores: bool = F
     """A seeded random instance with separate key and value coordinates.
 
     The first d-1 coordinates are Gaussian keys (scale ``spread``); the last coordinate is the value
-    read by v = e_d through scores in [0, 1); W = diag(1, ..., 1, 0). Token 0 of every sequence is
+    read by `v = e_d` through scores in [0, 1); `W = diag(1, ..., 1, 0)`. Token 0 of every sequence is
     the optimal one (score 1). With ``equal_scores`` every other token scores 0, the
     equal-non-optimal-score condition of the global theorem. With ``margin`` (not None) the optimal
     token is moved along a random unit direction until it out-ranks the others by that margin, so the
@@ -501,9 +501,9 @@ def gaussian_instance(n: int, T: int, d: int, seed: int) -> Instance:
 def query_instance(n: int, T: int, d: int, seed: int) -> Instance:
     """A seeded instance with one query per sequence, drawn as in the follow-up paper's experiments.
 
-    Tokens x_it and queries z_i are Gaussian vectors scaled to unit norm, the head v is a random
+    Tokens `x_it` and queries `z_i` are Gaussian vectors scaled to unit norm, the head v is a random
     unit vector and the labels are random signs. The queries are ``extra["queries"]`` (n, d):
-    the logits are x_it^T W z_i (see :func:`maxmargin.gd_W`, :func:`maxmargin.w_svm`).
+    the logits are `x_it^T W z_i` (see :func:`maxmargin.gd_W`, :func:`maxmargin.w_svm`).
 
     Parameters
     ----------

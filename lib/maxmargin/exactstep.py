@@ -1,17 +1,17 @@
 """Normalized gradient descent on (K, Q) with a step that does not underflow.
 
 Once attention saturates, the weight of a token behind the top one by a logit gap is about
-e^(-gap), and the gradient is of that size. A normalized step G / ||G|| does not depend on that size,
+`e^(-gap)`, and the gradient is of that size. A normalized step `G / ||G||` does not depend on that size,
 but the softmax weights computed from the logits (as :func:`~maxmargin.gd_KQ` does) underflow to 0
-in float64 beyond a gap of about 745, and a step G / (||G|| + eps) shrinks once ||G|| < eps: the
+in float64 beyond a gap of about 745, and a step `G / (||G|| + eps)` shrinks once `||G|| < eps`: the
 runs stop at a ceiling set by the arithmetic, not by gradient descent.
 
-Here the weights are carried relative to the largest non-selected one: with a_it the logits,
-r_i the top token of sequence i and c = max over i and t != r_i of log s_it (one number per
-instance), the step uses e^(-c) times the gradient, whose largest term is of order one. Every
-weight is formed from log s_it = (a_it - a_ir) - log sum_u e^(a_iu - a_ir), which is exact to
-rounding at any gap; the top token's derivative s_ir (gamma_ir - m_i), m_i the sequence's margin, is formed as
--s_ir sum_{t != r} s_it (gamma_it - gamma_ir), never by cancellation. The direction of the step
+Here the weights are carried relative to the largest non-selected one: with `a_it` the logits,
+`r_i` the top token of sequence i and c = max over i and `t != r_i` of `log s_it` (one number per
+instance), the step uses `e^(-c)` times the gradient, whose largest term is of order one. Every
+weight is formed from `log s_it = (a_it - a_ir) - log sum_u e^(a_iu - a_ir)`, which is exact to
+rounding at any gap; the top token's derivative `s_ir (gamma_ir - m_i)`, `m_i` the sequence's margin, is formed as
+`-s_ir sum_{t != r} s_it (gamma_it - gamma_ir)`, never by cancellation. The direction of the step
 is then exact to rounding, with eps = 0, at every gap.
 
 The loop is plain numpy over a stack of M instances (one run each), written to be read beside
@@ -42,7 +42,7 @@ class LogitStep(NamedTuple):
 
 
 def scaled_logit_gradient(logits, gamma, loss: Loss) -> LogitStep:
-    """e^(-c) dL/da for M instances from their logits a (M, n, T) and scores gamma (M, n, T),
+    """`e^(-c) dL/da` for M instances from their logits a (M, n, T) and scores `gamma` (M, n, T),
     with c (one per instance) the log of the largest non-selected softmax weight; the weights
     are formed relative to the top token, exact to rounding at any gap. See :class:`LogitStep`."""
     M, n, T = logits.shape
@@ -69,10 +69,10 @@ def scaled_logit_gradient(logits, gamma, loss: Loss) -> LogitStep:
 def scaled_gradient(X, gamma, Z, K, Q, loss: Loss):
     """The W-gradient of the risk divided by its scale, for M instances.
 
-    X (M, n, T, d) tokens, gamma (M, n, T) scores Y_i v^T x_it, Z (M, n, d) queries, K, Q
-    (M, d, m) factors. Returns (G, c, margin): G (M, d, d) = e^(-c) dL/dW with W = K Q^T, c (M,)
+    X (M, n, T, d) tokens, `gamma` (M, n, T) scores `Y_i v^T x_it`, Z (M, n, d) queries, K, Q
+    (M, d, m) factors. Returns (G, c, margin): G (M, d, d) equal to `e^(-c) dL/dW` with `W = K Q^T`, c (M,)
     the log of the largest non-selected softmax weight of each instance, margin (M, n) the margins
-    m_i = sum_t s_it gamma_it.
+    `m_i = sum_t s_it gamma_it`.
     """
     C = np.einsum("mdk,mnd->mkn", Q, Z)                   # Q^T z_i, (M, m, n)
     logits = np.einsum("mntd,mdk,mkn->mnt", X, K, C)      # x_it^T K Q^T z_i, (M, n, T)
@@ -92,8 +92,8 @@ def ngd_KQ_exact(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                  record_every: int | None = 1) -> KQTrajectory:
     """Normalized GD on (K, Q) for a stack of M instances, the step exact at every gap (eps = 0).
 
-    Each step is K <- K - lr dK / ||dK||_F and Q <- Q - lr dQ / ||dQ||_F (dK = G Q, dQ = G^T K
-    with G = dL/dW), or with ``joint=True`` both divided by ||(dK, dQ)||_F, the norm of the
+    Each step is `K <- K - lr dK / ||dK||_F` and `Q <- Q - lr dQ / ||dQ||_F` (`dK = G Q`, `dQ = G^T K`
+    with `G = dL/dW`), or with ``joint=True`` both divided by `||(dK, dQ)||_F`, the norm of the
     whole step. The gradients are computed by :func:`scaled_gradient`, so that no weight
     underflows: the runs have no ceiling (unlike :func:`~maxmargin.gd_KQ_stack`, which with
     ``normalized=True`` computes the same steps while the gaps stay below about 700).
@@ -119,7 +119,7 @@ def ngd_KQ_exact(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
 
     Examples
     --------
-    One sequence whose second token keeps its key: the gap grows like k^2 and passes 745,
+    One sequence whose second token keeps its key: the gap grows like `k^2` and passes 745,
     where softmax weights computed from the logits are 0 in float64, and the steps go on.
 
     >>> X = np.array([[[[1.0, 0.0], [0.0, 1.0]]]])

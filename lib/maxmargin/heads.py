@@ -24,7 +24,7 @@ from .svm import SetSVMResult
 
 @dataclass(frozen=True)
 class MLPHead:
-    """A fixed one-hidden-layer head psi(z) = a^T tanh(B z + b).
+    """A fixed one-hidden-layer head `psi(z) = a^T tanh(B z + b)`.
 
     Built directly (all three arrays required, validated on construction) or by :func:`mlp_head`
     (``b`` defaults to zeros there).
@@ -36,8 +36,8 @@ class MLPHead:
     b : (m,) hidden biases.
     dim : (property) d, the size of the input z.
 
-    Methods ``value(z)``, psi(z) of shape (...) for z (..., d), and ``grad(z)``,
-    grad psi(z) = B^T (a * (1 - tanh^2(B z + b))) of shape (..., d).
+    Methods ``value(z)``, `psi(z)` of shape (...) for z (..., d), and ``grad(z)``,
+    `grad psi(z) = B^T (a * (1 - tanh^2(B z + b)))` of shape (..., d).
 
     Raises
     ------
@@ -72,19 +72,19 @@ class MLPHead:
         return self.B.shape[1]
 
     def value(self, z) -> np.ndarray:
-        """psi(z), shape (...) for z of shape (..., d)."""
+        """`psi(z)`, shape (...) for z of shape (..., d)."""
         z = _checks.batched_vector(z, self.dim, "z")
         return np.tanh(z @ self.B.T + self.b) @ self.a
 
     def grad(self, z) -> np.ndarray:
-        """grad psi(z) = B^T (a * (1 - tanh^2(B z + b))), shape (..., d)."""
+        """`grad psi(z) = B^T (a * (1 - tanh^2(B z + b)))`, shape (..., d)."""
         z = _checks.batched_vector(z, self.dim, "z")
         h = np.tanh(z @ self.B.T + self.b)
         return (self.a * (1.0 - h * h)) @ self.B
 
 
 def mlp_head(a, B, *, b=None) -> MLPHead:
-    """An :class:`MLPHead` psi(z) = a^T tanh(B z + b); ``b`` defaults to zeros.
+    """An :class:`MLPHead` `psi(z) = a^T tanh(B z + b)`; ``b`` defaults to zeros.
 
     Parameters
     ----------
@@ -130,7 +130,7 @@ def _head_inputs(X, Y, head, p, W, loss, sets):
 
 
 def head_attention(X, p, *, W=None, sets=None) -> np.ndarray:
-    """Attention weights softmax(X_i W p), restricted to ``sets`` (n, T) if given; (..., n, T).
+    """Attention weights `softmax(X_i W p)`, restricted to ``sets`` (n, T) if given; (..., n, T).
 
     Parameters
     ----------
@@ -148,7 +148,7 @@ def head_attention(X, p, *, W=None, sets=None) -> np.ndarray:
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
         W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
-        k_it^T p exceed float64 (naming p); the message names the argument.
+        `k_it^T p` exceed float64 (naming p); the message names the argument.
     TypeError : X, p or W is not a real numeric array, or ``sets`` is not boolean.
 
     Examples
@@ -175,26 +175,26 @@ def _head_attention(K: np.ndarray, p: np.ndarray, sets) -> np.ndarray:
 
 
 def head_predict(X, head: MLPHead, p, *, W=None, sets=None) -> np.ndarray:
-    """Output of the nonlinear head f(X_i) = psi(X_i^T softmax(X_i W p)), shape (..., n).
+    """Output of the nonlinear head `f(X_i) = psi(X_i^T softmax(X_i W p))`, shape (..., n).
 
     Parameters
     ----------
     X : (n, T, d) tokens.
-    head : the :class:`MLPHead` psi, with input size d.
+    head : the :class:`MLPHead` `psi`, with input size d.
     p : (..., d) prompts; leading batch axes are kept in the output.
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
-    sets : keyword-only, (n, T) bool, restrict the softmax to each set O_i, or None (the
+    sets : keyword-only, (n, T) bool, restrict the softmax to each set `O_i`, or None (the
         default).
 
     Returns
     -------
-    (..., n) array : psi of the attention output of each sequence.
+    (..., n) array : `psi` of the attention output of each sequence.
 
     Raises
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
         W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
-        k_it^T p exceed float64 (naming p); the message names the argument.
+        `k_it^T p` exceed float64 (naming p); the message names the argument.
         Also: the head's input size is not d.
     TypeError : X, p or W is not a real numeric array, ``head`` is not an MLPHead, or ``sets`` is
         not boolean.
@@ -214,19 +214,19 @@ def head_predict(X, head: MLPHead, p, *, W=None, sets=None) -> np.ndarray:
 
 
 def head_risk(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
-    """Risk (1/n) sum_i loss(Y_i psi(X_i^T softmax(X_i W p))), shape (...).
+    """Risk `(1/n) sum_i loss(Y_i psi(X_i^T softmax(X_i W p)))`, shape (...).
 
-    With ``sets`` (n, T) bool the softmax runs over each set O_i only (the restricted risk).
+    With ``sets`` (n, T) bool the softmax runs over each set `O_i` only (the restricted risk).
 
     Parameters
     ----------
     X : (n, T, d) tokens.
     Y : (n,) labels in {-1, +1}.
-    head : the :class:`MLPHead` psi, with input size d.
+    head : the :class:`MLPHead` `psi`, with input size d.
     p : (..., d) prompts; the output has their batch shape (...).
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
-    sets : keyword-only, (n, T) bool, restrict the softmax to each set O_i, or None (the
+    sets : keyword-only, (n, T) bool, restrict the softmax to each set `O_i`, or None (the
         default).
 
     Returns
@@ -237,7 +237,7 @@ def head_risk(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", 
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
         W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
-        k_it^T p exceed float64 (naming p); the message names the argument.
+        `k_it^T p` exceed float64 (naming p); the message names the argument.
         Also: Y is not (n,) or has a label other than -1 and +1, the
         head's input size is not d, or the loss name is unknown.
     TypeError : an array is not real and numeric, ``head`` is not an MLPHead, ``sets`` is not
@@ -260,18 +260,18 @@ def head_risk(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", 
 def head_risk_grad(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logistic", sets=None) -> np.ndarray:
     """Gradient in p of :func:`head_risk`, shape (..., d).
 
-    grad_p L = (1/n) sum_i l'_i Y_i sum_t s_it (x_it - z_i)^T grad psi(z_i) W^T x_it,
-    with z_i = X_i^T s_i.
+    `grad_p L = (1/n) sum_i l'_i Y_i sum_t s_it (x_it - z_i)^T grad psi(z_i) W^T x_it`,
+    with `z_i = X_i^T s_i`.
 
     Parameters
     ----------
     X : (n, T, d) tokens.
     Y : (n,) labels in {-1, +1}.
-    head : the :class:`MLPHead` psi, with input size d.
+    head : the :class:`MLPHead` `psi`, with input size d.
     p : (..., d) prompts; the output has shape (..., d).
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
-    sets : keyword-only, (n, T) bool, restrict the softmax to each set O_i, or None (the
+    sets : keyword-only, (n, T) bool, restrict the softmax to each set `O_i`, or None (the
         default).
 
     Returns
@@ -282,7 +282,7 @@ def head_risk_grad(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logist
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, p not (..., d),
         W not (d, d), sets not (n, T)), a value is NaN or inf, a set is empty, or the logits
-        k_it^T p exceed float64 (naming p); the message names the argument.
+        `k_it^T p` exceed float64 (naming p); the message names the argument.
         Also: Y is not (n,) or has a label other than -1 and +1, the
         head's input size is not d, or the loss name is unknown.
     TypeError : an array is not real and numeric, ``head`` is not an MLPHead, ``sets`` is not
@@ -290,7 +290,7 @@ def head_risk_grad(X, Y, head: MLPHead, p, *, W=None, loss: str | Loss = "logist
 
     Examples
     --------
-    At p = 0, z = (0.5, 0.5) and grad psi(z) = (1 - tanh^2(0.5), 0) = (0.7864, 0); with the
+    At p = 0, z = (0.5, 0.5) and `grad psi(z) = (1 - tanh^2(0.5), 0) = (0.7864, 0)`; with the
     correlation loss (l' = -1) the gradient is -(1/2) (0.3932, -0.3932):
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
@@ -309,8 +309,8 @@ class OptimalSets:
 
     Attributes
     ----------
-    weights : (n, T) the minimiser ``s_i*`` of loss(Y_i psi(X_i^T s)) over the simplex.
-    sets : (n, T) bool, the optimal sets O_i = {t : ``s_it*`` > threshold}.
+    weights : (n, T) the minimiser ``s_i*`` of `loss(Y_i psi(X_i^T s))` over the simplex.
+    sets : (n, T) bool, the optimal sets `O_i` = {t : ``s_it*`` > threshold}.
     losses : (n,) the minimal per-sequence loss.
     sizes : (property) (n,) the number of tokens in each optimal set.
 
@@ -350,19 +350,19 @@ def optimal_sets_work(n: int, T: int) -> float:
 
 def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshold: float = 1e-3,
                  max_work: float = MAX_WORK) -> OptimalSets:
-    """Optimal token sets: minimise loss(Y_i psi(X_i^T s)) over the simplex, one sequence at a time.
+    """Optimal token sets: minimise `loss(Y_i psi(X_i^T s))` over the simplex, one sequence at a time.
 
     Multi-start SLSQP (every vertex, every edge midpoint and the centre of the simplex); the
-    set O_i holds the tokens whose optimal weight exceeds ``threshold``. The work grows like
-    n T^5 (``maxmargin.heads.optimal_sets_work``); a call whose estimate exceeds ``max_work``
+    set `O_i` holds the tokens whose optimal weight exceeds ``threshold``. The work grows like
+    `n T^5` (``maxmargin.heads.optimal_sets_work``); a call whose estimate exceeds ``max_work``
     (default 2e8, about 10 s: T = 14 for one sequence, T = 10 for seven) raises ``ValueError``
     naming ``max_work`` and the estimate.
 
     Parameters
     ----------
-    X : (n, T, d) tokens (the head reads X_i^T s; W plays no part).
+    X : (n, T, d) tokens (the head reads `X_i^T s`; W plays no part).
     Y : (n,) labels in {-1, +1}.
-    head : the :class:`MLPHead` psi, with input size d.
+    head : the :class:`MLPHead` `psi`, with input size d.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
     threshold : keyword-only, the weight in (0, 1) above which a token is in its set (default
         1e-3).
@@ -384,8 +384,8 @@ def optimal_sets(X, Y, head: MLPHead, *, loss: str | Loss = "logistic", threshol
 
     Examples
     --------
-    psi = a_1 tanh(beta z_3) + a_2 tanh(beta z_4) with a = (1, 0.6): mixing tokens 0 and 1 pays
-    once beta > arccosh(sqrt(1 / 0.6)) = 0.75.
+    `psi = a_1 tanh(beta z_3) + a_2 tanh(beta z_4)` with a = (1, 0.6): mixing tokens 0 and 1 pays
+    once `beta > arccosh(sqrt(1 / 0.6)) = 0.75`.
 
     >>> inst = mm.data.mixing_example(beta=2.0)
     >>> mm.optimal_sets(inst.X, inst.Y, inst.head).sets
@@ -454,10 +454,10 @@ def _optimal_sets(X, Y, head: MLPHead, loss: Loss, threshold: float, max_work: f
 
 
 def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """The bounded in-set component p_fin of the path, shape (d,).
+    """The bounded in-set component `p_fin` of the path, shape (d,).
 
-    p_fin minimises the restricted risk (attention softmax over each set O_i only) over the span
-    of the in-set key differences k_it - k_itau (t, tau in O_i): that span is orthogonal to the
+    `p_fin` minimises the restricted risk (attention softmax over each set `O_i` only) over the span
+    of the in-set key differences `k_it - k_itau` (`t, tau in O_i`): that span is orthogonal to the
     set-SVM direction, and the restricted risk ignores every other component. Zero when every
     set is a single token.
 
@@ -465,14 +465,14 @@ def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logisti
     ----------
     X : (n, T, d) tokens.
     Y : (n,) labels in {-1, +1}.
-    head : the :class:`MLPHead` psi, with input size d.
-    sets : (n, T) bool, the optimal set O_i of each sequence (at least one True).
+    head : the :class:`MLPHead` `psi`, with input size d.
+    sets : (n, T) bool, the optimal set `O_i` of each sequence (at least one True).
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
 
     Returns
     -------
-    (d,) array : p_fin.
+    (d,) array : `p_fin`.
 
     Raises
     ------
@@ -485,7 +485,7 @@ def set_offset(X, Y, head: MLPHead, sets, *, W=None, loss: str | Loss = "logisti
 
     Examples
     --------
-    In the mixing example k_0 - k_1 = (0, 1, 0, 0) in both sequences, so p_fin = (0, c, 0, 0) sets
+    In the mixing example `k_0 - k_1 = (0, 1, 0, 0)` in both sequences, so `p_fin = (0, c, 0, 0)` sets
     the in-set weights (sigmoid(c), 1 - sigmoid(c)) to the optimal (0.5842, 0.4158):
     c = log(0.5842 / 0.4158) = 0.3399.
 
@@ -538,8 +538,8 @@ class SetDirection(NamedTuple):
     Attributes
     ----------
     optimal : OptimalSets, the optimal sets of the head.
-    svm : SetSVMResult, the set-SVM of those sets, p^mm.
-    offset : (d,) the in-set offset p_fin.
+    svm : SetSVMResult, the set-SVM of those sets, `p^mm`.
+    offset : (d,) the in-set offset `p_fin`.
 
     Examples
     --------
@@ -556,17 +556,17 @@ class SetDirection(NamedTuple):
 
 def set_direction(X, Y, head: MLPHead, *, W=None, loss: str | Loss = "logistic",
                   threshold: float = 1e-3, max_work: float = MAX_WORK) -> SetDirection:
-    """Optimal sets, their set-SVM and the in-set offset p_fin, in one call.
+    """Optimal sets, their set-SVM and the in-set offset `p_fin`, in one call.
 
     Returns a :class:`SetDirection` (optimal, svm, offset), which unpacks as before: the path
-    is predicted to behave like R p^mm / ||p^mm|| + p_fin for large R. ``max_work`` caps
+    is predicted to behave like `R p^mm / ||p^mm|| + p_fin` for large R. ``max_work`` caps
     :func:`optimal_sets`.
 
     Parameters
     ----------
     X : (n, T, d) tokens.
     Y : (n,) labels in {-1, +1}.
-    head : the :class:`MLPHead` psi, with input size d.
+    head : the :class:`MLPHead` `psi`, with input size d.
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
     threshold, max_work : keyword-only, as in :func:`optimal_sets` (defaults 1e-3 and 2e8).
@@ -584,8 +584,8 @@ def set_direction(X, Y, head: MLPHead, *, W=None, loss: str | Loss = "logistic",
 
     Examples
     --------
-    With the sets {0, 1}, the in-set equality forces p_2 = 0 and sequence 1's token 3,
-    (k_0 - k_3)^T p = 0.4 p_1 >= 1, sets p^mm = (2.5, 0, 0, 0):
+    With the sets {0, 1}, the in-set equality forces `p_2 = 0` and sequence 1's token 3,
+    `(k_0 - k_3)^T p = 0.4 p_1 >= 1`, sets `p^mm = (2.5, 0, 0, 0)`:
 
     >>> inst = mm.data.mixing_example(beta=2.0)
     >>> found = mm.set_direction(inst.X, inst.Y, inst.head, W=inst.W)

@@ -42,11 +42,11 @@ class KQTrajectory:
     Attributes
     ----------
     K, Q : (R, B, d, m) the key and query factors at the recorded steps.
-    risk : (R, B) the risk L(K Q^T) (the mean loss) at each recorded iterate, WITHOUT the
-        penalty reg (||K||_F^2 + ||Q||_F^2) that the run minimized with it.
+    risk : (R, B) the risk `L(K Q^T)` (the mean loss) at each recorded iterate, WITHOUT the
+        penalty `reg (||K||_F^2 + ||Q||_F^2)` that the run minimized with it.
     lr, normalized, reg : the step size, whether the steps were normalized, the penalty weight.
     steps : (R,) the step index of each record.
-    W : (property) (R, B, d, d) the products K Q^T, of rank at most m.
+    W : (property) (R, B, d, d) the products `K Q^T`, of rank at most m.
 
     Methods ``cosine(direction)``, (R, B) Frobenius cosines of W with a (d, d) matrix (see
     :func:`~maxmargin.cosine`), and ``singular_values()``, (R, B, min(d, m)) the largest
@@ -71,11 +71,11 @@ class KQTrajectory:
 
     @property
     def W(self) -> np.ndarray:
-        """(R, B, d, d) the products W = K Q^T of the recorded factors."""
+        """(R, B, d, d) the products `W = K Q^T` of the recorded factors."""
         return self.K @ np.swapaxes(self.Q, -1, -2)
 
     def cosine(self, direction) -> np.ndarray:
-        """(R, B) Frobenius cosine of each recorded W = K Q^T with the matrix ``direction``
+        """(R, B) Frobenius cosine of each recorded `W = K Q^T` with the matrix ``direction``
         (d, d) (see :func:`~maxmargin.cosine`); W is formed from K and Q divided by their
         largest entries, so no product overflows."""
         d = self.K.shape[-2]
@@ -88,11 +88,11 @@ class KQTrajectory:
         return _kernels.cosine(flat, _checks.direction(u.reshape(-1), flat.shape, f"({d}, {d})"))
 
     def singular_values(self) -> np.ndarray:
-        """(R, B, min(d, m)) the largest min(d, m) singular values of each W = K Q^T, in
+        """(R, B, min(d, m)) the largest min(d, m) singular values of each `W = K Q^T`, in
         decreasing order (W has rank at most m; its other singular values are 0).
 
-        Computed from the QR factors K = Q_K R_K, Q = Q_Q R_Q as the singular values of the
-        small core R_K R_Q^T, after dividing K and Q by their largest entries, so they are
+        Computed from the QR factors `K = Q_K R_K`, `Q = Q_Q R_Q` as the singular values of the
+        small core `R_K R_Q^T`, after dividing K and Q by their largest entries, so they are
         accurate where W itself would overflow or underflow (a value beyond float64 is inf).
         """
         K, top_K = _unit_scaled(self.K)
@@ -117,13 +117,13 @@ def _factor(A, d: int, name: str) -> np.ndarray:
 def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss = "logistic",
           normalized: bool = False, eps: float = 1e-12, reg: float = 0.0,
           record_every: int | None = 1) -> KQTrajectory:
-    """Gradient descent on the key and query factors (K, Q) of W = K Q^T, batched over starts.
+    """Gradient descent on the key and query factors (K, Q) of `W = K Q^T`, batched over starts.
 
-    The logits are x_it^T K Q^T z_i, and the run minimizes the risk L(K Q^T) (the mean loss of
-    the margins Y_i f(X_i), as in :func:`gd_W`) plus reg (||K||_F^2 + ||Q||_F^2). With
-    G = dL/dW the gradients are dK = G Q + 2 reg K and dQ = G^T K + 2 reg Q. A plain step is
-    K <- K - lr dK, Q <- Q - lr dQ; a normalized step divides each by its own Frobenius norm
-    (+ eps), K <- K - lr dK / (||dK||_F + eps) and likewise for Q (as the follow-up paper's
+    The logits are `x_it^T K Q^T z_i`, and the run minimizes the risk `L(K Q^T)` (the mean loss of
+    the margins `Y_i f(X_i)`, as in :func:`gd_W`) plus `reg (||K||_F^2 + ||Q||_F^2)`. With
+    `G = dL/dW` the gradients are `dK = G Q + 2 reg K` and `dQ = G^T K + 2 reg Q`. A plain step is
+    `K <- K - lr dK`, `Q <- Q - lr dQ`; a normalized step divides each by its own Frobenius norm
+    (+ eps), `K <- K - lr dK / (||dK||_F + eps)` and likewise for Q (as the follow-up paper's
     code). A zero factor has a zero gradient for the other one: from Q0 = 0 the first step
     leaves K where it is. Raises ``ValueError`` naming the step and the cause (v's scale or lr)
     if a gradient or an iterate overflows float64. With one shared query, reg = 0 and a
@@ -134,14 +134,14 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     ----------
     X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
     K0, Q0 : (d, m) or (B, d, m) initial key and query factors (the same B and m >= 1).
-    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    queries : (n, d) the query `z_i` of each sequence, or (d,) one query p shared by all.
     steps, lr : number of iterations (an integer >= 1) and step size (> 0).
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
     normalized : keyword-only, divide each factor's gradient by (its Frobenius norm + eps)
         (default False).
     eps : keyword-only, the offset of the normalization (default 1e-12).
-    reg : keyword-only, the weight of the penalty ||K||_F^2 + ||Q||_F^2, a finite number >= 0
-        (default 0; the follow-up paper uses the machine epsilon).
+    reg : keyword-only, the weight of the penalty `||K||_F^2 + ||Q||_F^2`, a finite number >= 0
+        (default 0; the follow-up paper uses the machine `epsilon`).
     record_every : keyword-only, as in :func:`gd` (default 1).
 
     Returns
@@ -164,7 +164,7 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     Examples
     --------
     With one shared query p = (1, 0) and Q0 = 0, every column of Q stays parallel to p, so
-    W = K Q^T has rank one; normalized GD heads for W^mm of :func:`w_svm`:
+    `W = K Q^T` has rank one; normalized GD heads for `W^mm` of :func:`w_svm`:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> run = mm.gd_KQ(X, [1.0], [1.0, 0.5], 0.1 * np.eye(2), np.zeros((2, 2)), [1.0, 0.0],
@@ -392,7 +392,7 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                 loss: str | Loss = "logistic", normalized: bool = False, eps: float = 1e-12,
                 reg: float = 0.0, freeze_Q: bool = False,
                 record_every: int | None = 1) -> KQTrajectory:
-    """Gradient descent on the factors (K, Q) of W = K Q^T for a stack of M instances, one run each.
+    """Gradient descent on the factors (K, Q) of `W = K Q^T` for a stack of M instances, one run each.
 
     Run ``j`` is exactly ``gd_KQ(X[j], Y[j], v[j], K0[j], Q0[j], queries[j], ...)`` (each
     instance's risk is the mean over its own n sequences, and a normalized step divides each
@@ -406,7 +406,7 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
     Y : (M, n) labels in {-1, +1}.
     v : (M, d) heads, or (d,) shared.
     K0, Q0 : (M, d, m) one start per instance, or (d, m) shared (the same m >= 1).
-    queries : (M, n, d) the query z_i of each sequence of each instance.
+    queries : (M, n, d) the query `z_i` of each sequence of each instance.
     steps, lr : number of iterations (an integer >= 1) and step size (> 0).
     loss, normalized, eps, reg : keyword-only, as in :func:`gd_KQ`.
     freeze_Q : keyword-only, keep Q at Q0 and train K only (default False).
@@ -516,24 +516,24 @@ def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg
 
 @dataclass(frozen=True)
 class PenaltyPath:
-    """Stationary points of the penalized risk L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2), one per
+    """Stationary points of the penalized risk `L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2)`, one per
     penalty ``lam`` (:func:`penalty_path`). The arrays are read-only.
 
     Attributes
     ----------
     penalties : (k,) the penalties lam, decreasing.
     K, Q : (k, d, m) the factors found.
-    risk : (k,) L(K Q^T), without the penalty.
-    stationarity : (k,) ||grad F|| / ||grad of the penalty||, the relative size of the penalized
+    risk : (k,) `L(K Q^T)`, without the penalty.
+    stationarity : (k,) `||grad F|| / ||grad R||` (R the penalty), the relative size of the penalized
         gradient (0 at an exact stationary point; the loss's and the penalty's gradients cancel).
     freeze_Q : whether Q was held at Q0 (then the penalty's Q part is a constant).
     iterations : (k,) L-BFGS iterations spent on each penalty (escapes from saddles included).
     curvature : (k,) the smallest eigenvalue of the Hessian of F in (K, Q) at the answer, over
         2 lam (the penalty's own curvature): >= 0 up to rounding at a local minimizer, < 0 at a
         saddle (reported only when MAX_ESCAPES escapes did not leave it). At (K, Q) = 0, where
-        the gradient vanishes and ``stationarity`` cannot tell, it is 1 - sigma_max(G) / (2 lam),
-        G = dL/dW at W = 0: W = 0 is a local minimizer iff lam >= sigma_max(G) / 2.
-    W : (property) (k, d, d) the products K Q^T.
+        the gradient vanishes and ``stationarity`` cannot tell, it is `1 - sigma_max(G) / (2 lam)`,
+        `G = dL/dW` at `W = 0`: `W = 0` is a local minimizer iff `lam >= sigma_max(G) / 2`.
+    W : (property) (k, d, d) the products `K Q^T`.
 
     Method ``cosine(direction)``: (k,) Frobenius cosines of W with a (d, d) matrix.
 
@@ -557,11 +557,11 @@ class PenaltyPath:
 
     @property
     def W(self) -> np.ndarray:
-        """(k, d, d) the products K Q^T."""
+        """(k, d, d) the products `K Q^T`."""
         return self.K @ np.swapaxes(self.Q, -1, -2)
 
     def cosine(self, direction) -> np.ndarray:
-        """(k,) Frobenius cosine of each W = K Q^T with ``direction`` (d, d) (see
+        """(k,) Frobenius cosine of each `W = K Q^T` with ``direction`` (d, d) (see
         :func:`~maxmargin.cosine`); W is formed from K and Q divided by their largest entries,
         as in :meth:`KQTrajectory.cosine`, so no product overflows."""
         d = self.K.shape[-2]
@@ -578,25 +578,25 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
                  freeze_Q: bool = False, gtol: float = 1e-9,
                  max_iter: int = 20000) -> PenaltyPath:
     """The regularization path of the factorized attention in penalized form: for each penalty
-    lam, a stationary point of F(K, Q) = L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2).
+    lam, a stationary point of `F(K, Q) = L(K Q^T) + lam (||K||_F^2 + ||Q||_F^2)`.
 
-    The logits are x_it^T K Q^T z_i as in :func:`gd_KQ`. The penalties are visited from the
+    The logits are `x_it^T K Q^T z_i` as in :func:`gd_KQ`. The penalties are visited from the
     largest to the smallest, each started from the previous solution (the first from (K0, Q0)),
     and minimized by L-BFGS (SciPy) with gradients from torch autograd in float64. A first-order
     method stalls at a saddle (at (K, Q) = 0 the gradient vanishes, and 0 is a saddle when
-    2 lam < sigma_max(dL/dW at W = 0)): after each solve the Hessian's smallest eigenvalue is
+    `2 lam < sigma_max(dL/dW)` at `W = 0`): after each solve the Hessian's smallest eigenvalue is
     checked, and below -1e-6 * 2 lam the path steps along its eigenvector and solves again. Each
-    answer is reported with its ``stationarity`` ||grad F|| / ||2 lam (K, Q)|| and its
+    answer is reported with its ``stationarity`` `||grad F|| / ||2 lam (K, Q)||` and its
     ``curvature`` (that eigenvalue over 2 lam, negative at a saddle), so a caller can refuse
     points that are not local minimizers. L-BFGS finds a local minimizer, not necessarily the
     global one. With ``freeze_Q=True`` only K moves: from Q0 = I this is the path of W = K under the
-    penalty lam ||W||_F^2 (the Frobenius-norm path, in penalized form).
+    penalty `lam ||W||_F^2` (the Frobenius-norm path, in penalized form).
 
     Parameters
     ----------
     X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
     K0, Q0 : (d, m) the start of the first (largest) penalty.
-    queries : (n, d) the query z_i of each sequence, or (d,) one query shared by all.
+    queries : (n, d) the query `z_i` of each sequence, or (d,) one query shared by all.
     penalties : (k,) positive finite penalties lam, in any order (visited decreasing).
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
     freeze_Q : keyword-only, keep Q at Q0 (default False).
@@ -621,7 +621,7 @@ def penalty_path(X, Y, v, K0, Q0, queries, penalties, *, loss: str | Loss = "log
     Examples
     --------
     The path of W (``freeze_Q=True``, Q0 = I) for one sequence and the query (1, 0) turns toward
-    the W-SVM direction (1/2, -1/2) p^T as the penalty vanishes:
+    the W-SVM direction `(1/2, -1/2) p^T` as the penalty vanishes:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> path = mm.penalty_path(X, [1.0], [1.0, 0.5], np.zeros((2, 2)), np.eye(2), [1.0, 0.0],

@@ -64,9 +64,9 @@ def softmax(a, *, axis: int = -1) -> np.ndarray:
 
 
 def keys(X, *, W=None) -> np.ndarray:
-    """Keys k_it = W^T x_it, shape (n, T, d). With ``W=None`` the keys are the tokens.
+    """Keys `k_it = W^T x_it`, shape (n, T, d). With ``W=None`` the keys are the tokens.
 
-    The logit of token t is then x_it^T W p = k_it^T p.
+    The logit of token t is then `x_it^T W p = k_it^T p`.
 
     Parameters
     ----------
@@ -75,7 +75,7 @@ def keys(X, *, W=None) -> np.ndarray:
 
     Returns
     -------
-    (n, T, d) array : the keys, row t of sequence i being x_it^T W.
+    (n, T, d) array : the keys, row t of sequence i being `x_it^T W`.
 
     Raises
     ------
@@ -96,7 +96,7 @@ def keys(X, *, W=None) -> np.ndarray:
 
 
 def logits(X, p, *, W=None) -> np.ndarray:
-    """Attention logits x_it^T W p, shape (..., n, T).
+    """Attention logits `x_it^T W p`, shape (..., n, T).
 
     Parameters
     ----------
@@ -106,7 +106,7 @@ def logits(X, p, *, W=None) -> np.ndarray:
 
     Returns
     -------
-    (..., n, T) array : the logits k_it^T p.
+    (..., n, T) array : the logits `k_it^T p`.
 
     Raises
     ------
@@ -135,12 +135,12 @@ def logits(X, p, *, W=None) -> np.ndarray:
 
 
 def attention(X, p, *, W=None) -> np.ndarray:
-    """Attention weights s_i = softmax(X_i W p), shape (..., n, T).
+    """Attention weights `s_i = softmax(X_i W p)`, shape (..., n, T).
 
     Finite for every finite input, huge prompts included (the logits are rescaled by powers of two
     where they would overflow). Accuracy: the weights are those of the computed logits, each
-    within its rounding, about d eps |k_it|^T |p|, of the exact one; once that rounding reaches
-    about 1 (logits near 2^52 and beyond) two tokens whose exact logits differ by less than it
+    within its rounding, about `d eps |k_it|^T |p|`, of the exact one; once that rounding reaches
+    about 1 (logits near `2^52` and beyond) two tokens whose exact logits differ by less than it
     (an exact tie included) can get any split of their weight, e.g. one-hot either way. The
     answer is then the exact softmax of logits within rounding of the true ones, not of the
     true ones (``nn.PromptAttention`` alike).
@@ -178,7 +178,7 @@ def attention(X, p, *, W=None) -> np.ndarray:
 
 
 def scores(X, Y, v) -> np.ndarray:
-    """Token scores gamma_it = Y_i v^T x_it, shape (n, T); (..., n, T) for batched v (..., d).
+    """Token scores `gamma_it = Y_i v^T x_it`, shape (n, T); (..., n, T) for batched v (..., d).
 
     Parameters
     ----------
@@ -211,7 +211,7 @@ def scores(X, Y, v) -> np.ndarray:
 
 
 def predict(X, v, p, *, W=None) -> np.ndarray:
-    """Model output f(X_i) = v^T X_i^T softmax(X_i W p), shape (..., n).
+    """Model output `f(X_i) = v^T X_i^T softmax(X_i W p)`, shape (..., n).
 
     Parameters
     ----------
@@ -227,7 +227,7 @@ def predict(X, v, p, *, W=None) -> np.ndarray:
     Raises
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, v not (d,), p not
-        (..., d), W not (d, d)), a value is NaN or inf, or v^T x_it exceeds float64 (naming v).
+        (..., d), W not (d, d)), a value is NaN or inf, or `v^T x_it` exceeds float64 (naming v).
     TypeError : X, v, p or W is not a real numeric array (None included).
 
     Examples
@@ -246,7 +246,7 @@ def predict(X, v, p, *, W=None) -> np.ndarray:
 
 
 def risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """Empirical risk L(p) = (1/n) sum_i loss(Y_i f(X_i)), shape (...).
+    """Empirical risk `L(p) = (1/n) sum_i loss(Y_i f(X_i))`, shape (...).
 
     Finite whenever the risk is representable in float64 (huge prompts included); a risk beyond
     float64 (e.g. the exponential loss at margins below -710) raises a ValueError naming ``v``.
@@ -288,7 +288,7 @@ def risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
 def risk_grad(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
     """Gradient of the risk in p, shape (..., d).
 
-    grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i.
+    `grad_p L = (1/n) sum_i l'(Y_i f_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i`.
 
     Parameters
     ----------
@@ -314,7 +314,7 @@ def risk_grad(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarra
 
     Examples
     --------
-    At p = 0 the attention is (1/2, 1/2) and (diag(s) - s s^T) gamma = (0.125, -0.125); with the
+    At p = 0 the attention is (1/2, 1/2) and `(diag(s) - s s^T) gamma = (0.125, -0.125)`; with the
     correlation loss (l' = -1) the gradient is its negative, so descent raises the logit of the
     higher-score token 0:
 
@@ -329,7 +329,7 @@ def risk_grad(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarra
 
 
 def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """Gradient of the risk in v, shape (..., d): (1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i.
+    """Gradient of the risk in v, shape (..., d): `(1/n) sum_i l'(Y_i f_i) Y_i X_i^T s_i`.
 
     Parameters
     ----------
@@ -355,7 +355,7 @@ def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
 
     Examples
     --------
-    With the correlation loss (l' = -1) the gradient is -Y X^T s, minus the attended token mix:
+    With the correlation loss (l' = -1) the gradient is `-Y X^T s`, minus the attended token mix:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> mm.risk_grad_v(X, [1.0], [1.0, 0.5], [0.0, 0.0], loss="correlation")
@@ -371,7 +371,7 @@ def risk_grad_v(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
 
 
 def self_attention_logits(X, W, queries) -> np.ndarray:
-    """Logits x_it^T W z_i with one query z_i per sequence, shape (..., n, T).
+    """Logits `x_it^T W z_i` with one query `z_i` per sequence, shape (..., n, T).
 
     ``W`` is (..., d, d); ``queries`` is (n, d), or (d,) for one shared query (the prompt p).
 
@@ -379,7 +379,7 @@ def self_attention_logits(X, W, queries) -> np.ndarray:
     ----------
     X : (n, T, d) tokens.
     W : (..., d, d) key-query matrices; leading batch axes are kept in the output.
-    queries : (n, d) the query z_i of each sequence, or (d,) one query shared by all.
+    queries : (n, d) the query `z_i` of each sequence, or (d,) one query shared by all.
 
     Returns
     -------
@@ -419,7 +419,7 @@ def risk_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.ndarray:
     X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,) (a batch of heads (..., d)
         broadcasts against the batch axes of W).
     W : (..., d, d) key-query matrices; the output has their batch shape (...).
-    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    queries : (n, d) the query `z_i` of each sequence, or (d,) one query p shared by all.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
 
     Returns
@@ -455,16 +455,16 @@ def risk_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.ndarray:
 
 
 def risk_grad_W(X, Y, v, W, queries, *, loss: str | Loss = "logistic") -> np.ndarray:
-    """Gradient of the risk in W, shape (..., d, d): sum_i sum_t c_it x_it z_i^T.
+    """Gradient of the risk in W, shape (..., d, d): `sum_i sum_t c_it x_it z_i^T`.
 
-    c_it is the gradient in the logits. With one shared query p the gradient is rank one,
-    g p^T, where g is the gradient in u = W p.
+    `c_it` is the gradient in the logits. With one shared query p the gradient is rank one,
+    `g p^T`, where g is the gradient in `u = W p`.
 
     Parameters
     ----------
     X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
     W : (..., d, d) key-query matrices; the output has shape (..., d, d).
-    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    queries : (n, d) the query `z_i` of each sequence, or (d,) one query p shared by all.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
 
     Returns
@@ -534,11 +534,11 @@ def _contract_scaled(dlogits: np.ndarray, X: np.ndarray, Z: np.ndarray) -> np.nd
 
 
 def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
-    """The lower bound L* = (1/n) sum_i loss(max_t gamma_it) of the risk at every p.
+    """The lower bound `L* = (1/n) sum_i loss(max_t gamma_it)` of the risk at every p.
 
     L* is the infimum of the risk when ATT-SVM(opt) is feasible (some p ranks every optimal token
     strictly first; unique optimal tokens, strictly decreasing continuous loss), and then it is
-    approached only as ||p|| -> inf and reached by no finite p. Otherwise the infimum is strictly
+    approached only as `||p|| -> inf` and reached by no finite p. Otherwise the infimum is strictly
     larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
 
     Parameters

@@ -17,10 +17,10 @@ from . import _checks
 class PromptAttention(nn.Module):
     """One-head prompt attention with a trainable prompt ``p`` (d,) and head ``v`` (d,).
 
-    ``forward(X)`` takes X of shape (n, T, d) and returns f(X) of shape (n,). No 1/sqrt(d) scaling.
+    ``forward(X)`` takes X of shape (n, T, d) and returns f(X) of shape (n,). No `1/sqrt(d)` scaling.
 
-    The key-query matrix is factored as W = W_k^T W_q (``key`` and ``query``, two ``nn.Linear``
-    maps without bias), started at W_k = W^T and W_q = I. ``attention(X)`` gives the (n, T)
+    The key-query matrix is factored as `W = W_k^T W_q` (``key`` and ``query``, two ``nn.Linear``
+    maps without bias), started at `W_k = W^T` and `W_q = I`. ``attention(X)`` gives the (n, T)
     weights; X may be a tensor or an array.
 
     Parameters
@@ -34,8 +34,8 @@ class PromptAttention(nn.Module):
     Attributes
     ----------
     p, v : ``nn.Parameter`` (d,), the prompt and the head.
-    key, query : ``nn.Linear`` (d, d), W_k and W_q.
-    W : (property) the (d, d) tensor W_k^T W_q.
+    key, query : ``nn.Linear`` (d, d), `W_k` and `W_q`.
+    W : (property) the (d, d) tensor `W_k^T W_q`.
 
     Raises
     ------
@@ -74,11 +74,11 @@ class PromptAttention(nn.Module):
 
     @property
     def W(self) -> torch.Tensor:
-        """The key-query matrix W = W_k^T W_q, shape (d, d)."""
+        """The key-query matrix `W = W_k^T W_q`, shape (d, d)."""
         return self.key.weight.T @ self.query.weight
 
     def attention(self, X: torch.Tensor) -> torch.Tensor:
-        """Attention weights softmax(K q) with keys K = X W_k^T and query q = W_q p, shape (n, T).
+        """Attention weights `softmax(K q)` with keys `K = X W_k^T` and query `q = W_q p`, shape (n, T).
 
         Logits beyond float64 (while K and q are finite) are handled at unit scale: the weights
         are then the exact ones rounded (one-hot on the largest logit, shared among ties), not
@@ -91,7 +91,7 @@ class PromptAttention(nn.Module):
         return _softmax_of_product(keys, query)
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
-        """The output f(X_i) = v^T X_i^T softmax(X_i W p) of each sequence, shape (n,), for X of
+        """The output `f(X_i) = v^T X_i^T softmax(X_i W p)` of each sequence, shape (n,), for X of
         shape (n, T, d) (a tensor or an array); ValueError naming X for another shape."""
         X = self._tokens(X)
         return torch.einsum("nt,ntd,d->n", self.attention(X), X, self.v)

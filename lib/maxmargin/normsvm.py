@@ -1,27 +1,27 @@
-"""Max-margin problems in other norms: ATT-SVM in l_q (q >= 1, l_inf) and the W-SVM in the
-entrywise l_q norms, l1, l_inf and the spectral norm (issue 41).
+"""Max-margin problems in other norms: ATT-SVM in `l_q` (`q >= 1`, `l_inf`) and the W-SVM in the
+entrywise `l_q` norms, `l_1`, `l_inf` and the spectral norm (issue 41).
 
 Every problem is ``min N(x) s.t. <a_j, x> >= b_j`` (x the prompt p (d,), or W (d, d) with
-a_j = (x_{i,alpha_i} - x_it) z_i^T), solved by cvxpy with Clarabel and returned only with a
-**certificate**: multipliers mu >= 0 (Clarabel's dual values) such that, each to the relative
-tolerance ``NORM_TOL`` (1e-6), W is feasible, mu_j > 0 only on tight constraints
-(complementary slackness), Lambda = sum_j mu_j a_j has dual norm N*(Lambda) <= 1 and
-<Lambda, x> = N(x) (Lambda is a subgradient of N at x: the KKT conditions), and the duality gap
-N(x) - sum_j mu_j b_j vanishes. The dual norms: l_q <-> l_{q/(q-1)}, l1 <-> l_inf, spectral <->
-nuclear. Any feasible x' has N(x') >= <Lambda, x'> / N*(Lambda) >= sum mu_j b_j / N*(Lambda), so a
+`a_j = (x_{i,alpha_i} - x_it) z_i^T`), solved by cvxpy with Clarabel and returned only with a
+**certificate**: multipliers `mu >= 0` (Clarabel's dual values) such that, each to the relative
+tolerance ``NORM_TOL`` (1e-6), W is feasible, `mu_j > 0` only on tight constraints
+(complementary slackness), `Lambda = sum_j mu_j a_j` has dual norm `N*(Lambda) <= 1` and
+`<Lambda, x> = N(x)` (`Lambda` is a subgradient of N at x: the KKT conditions), and the duality gap
+`N(x) - sum_j mu_j b_j` vanishes. The dual norms: `l_q <-> l_{q/(q-1)}`, `l_1 <-> l_inf`, spectral <->
+nuclear. Any feasible x' has `N(x') >= <Lambda, x'> / N*(Lambda) >= sum mu_j b_j / N*(Lambda)`, so a
 certified x is optimal to about 3 NORM_TOL (relative). A point that fails is refused with
 :class:`~maxmargin.IllConditionedError` naming the data.
 
-**Canonical point.** l1, l_inf and the spectral norm are not strictly convex, and their optima
+**Canonical point.** `l_1`, `l_inf` and the spectral norm are not strictly convex, and their optima
 need not be unique (the spectral W-SVM's optimal face is large: a solver's point and another
 optimum can have cosine 0.6). For these norms the returned x is the *canonical point*: the
-least-Frobenius point of the optimal face, from a second solve ``min ||x||_2^2 s.t. <a_j, x> >=
-b_j, N(x) <= opt (1 + CANONICAL_SLACK)``; the first solve's multipliers certify it (it lies within
+least-Frobenius point of the optimal face, from a second solve `min ||x||_2^2 s.t. <a_j, x> >= b_j,`
+``N(x) <= opt * (1 + CANONICAL_SLACK)``; the first solve's multipliers certify it (it lies within
 CANONICAL_SLACK of the face). Compare runs with such SVMs through the **margin ratio**
 (:func:`w_margin_ratio`, :func:`att_margin_ratio`), never through the cosine with one optimum.
 
 **Scale.** The data are divided by powers of two near their largest entries (exact) before the
-solve and x, mu are scaled back, so X -> c X gives x -> x / c wherever x is representable
+solve and x, `mu` are scaled back, so X -> c X gives x -> x / c wherever x is representable
 (else ``ValueError`` naming ``X``). Sequences of very different scales are not rescaled one by
 one (the least-distance solvers of ``maxmargin.svm`` do better there): such data end in a
 failed certificate, refused.
@@ -46,12 +46,12 @@ if TYPE_CHECKING:
 __all__ = ["ATT_NORMS", "CANONICAL_SLACK", "NORM_TOL", "W_NORMS", "att_margin_ratio",
            "w_margin_ratio"]
 
-#: The norms of ATT-SVM by name (``att_svm(..., norm=...)``); a number q >= 1 names l_q too.
+#: The norms of ATT-SVM by name (``att_svm(..., norm=...)``); a number `q >= 1` names `l_q` too.
 ATT_NORMS = ("l2", "l1", "linf")
 
 #: The norms of the W-SVM by name (``w_svm(..., norm=...)``); a number q >= 1 names the
-#: entrywise l_q norm too (2 is "frobenius"). l1, linf and l_q are entrywise (linf is the
-#: largest |entry|, not the largest row sum); "spectral" is the largest singular value.
+#: entrywise `l_q` norm too (2 is "frobenius"). l1, linf and `l_q` are entrywise (linf is the
+#: largest `|entry|`, not the largest row sum); "spectral" is the largest singular value.
 W_NORMS = ("frobenius", "nuclear", "spectral", "l1", "linf")
 
 #: Relative tolerance of the certificate of every norm solved here (each KKT condition
@@ -59,7 +59,7 @@ W_NORMS = ("frobenius", "nuclear", "spectral", "l1", "linf")
 #: violations of about 1e-9 or less on random instances up to (6, 8, 10).
 NORM_TOL = 1e-6
 
-#: The optimal face of a non-strictly convex norm (l1, l_inf, spectral) is taken as
+#: The optimal face of a non-strictly convex norm (`l_1`, `l_inf`, spectral) is taken as
 #: N(x) <= opt (1 + CANONICAL_SLACK) in the second (least-Frobenius) solve.
 CANONICAL_SLACK = 1e-8
 
@@ -279,9 +279,9 @@ def _ratio(values: np.ndarray, solution: np.ndarray, norm: Norm, optimum: float,
 
 
 def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float:
-    """The margin ratio rho_N(W) = gamma_N(W) N(W_N) of a key-query matrix W against the W-SVM
-    in the norm N: gamma_N(W) = min_{i, t != alpha_i} (x_{i,alpha_i} - x_it)^T W z_i / N(W) is
-    W's margin in that norm and N(W_N) = 1 / (the SVM's margin). rho <= 1, with equality exactly
+    """The margin ratio `rho_N(W) = gamma_N(W) N(W_N)` of a key-query matrix W against the W-SVM
+    in the norm N: `gamma_N(W) = min_{i, t != alpha_i} (x_{i,alpha_i} - x_it)^T W z_i / N(W)` is
+    W's margin in that norm and `N(W_N)` = 1 / (the SVM's margin). `rho <= 1`, with equality exactly
     when W is an optimum up to a positive scale (any optimum: the test for norms whose optimum
     is not unique, where a cosine with one optimum is not); negative when W misranks a token.
 
@@ -292,12 +292,12 @@ def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float
     alpha : (n,) the selected token of each sequence.
     queries : keyword-only (required), (n, d) or (d,), as in :func:`maxmargin.w_svm`.
     norm : keyword-only, the SVM's norm, as in :func:`maxmargin.w_svm` (default "frobenius").
-    svm : keyword-only, a ``WSVMResult`` of the same X, alpha, queries and norm to reuse (its
+    svm : keyword-only, a ``WSVMResult`` of the same X, `alpha`, queries and norm to reuse (its
         norm is read, not recomputed), or None (the default: solve ``w_svm``).
 
     Returns
     -------
-    float : rho_N(W), at most 1 (up to the SVM's tolerance).
+    float : `rho_N(W)`, at most 1 (up to the SVM's tolerance).
 
     Raises
     ------
@@ -332,9 +332,9 @@ def w_margin_ratio(X, W, alpha, *, queries, norm="frobenius", svm=None) -> float
 
 
 def att_margin_ratio(X, p, alpha, *, W=None, norm="l2", svm=None) -> float:
-    """The margin ratio rho_N(p) = gamma_N(p) N(p_N) of a prompt p against ATT-SVM in the norm N:
-    gamma_N(p) = min_{i, t != alpha_i} (x_{i,alpha_i} - x_it)^T W p / N(p) and N(p_N) = 1 / (the
-    SVM's margin); rho <= 1, equal to 1 exactly at the optima up to a positive scale.
+    """The margin ratio `rho_N(p) = gamma_N(p) N(p_N)` of a prompt p against ATT-SVM in the norm N:
+    `gamma_N(p) = min_{i, t != alpha_i} (x_{i,alpha_i} - x_it)^T W p / N(p)` and `N(p_N)` = 1 / (the
+    SVM's margin); `rho <= 1`, equal to 1 exactly at the optima up to a positive scale.
 
     Parameters
     ----------
@@ -347,7 +347,7 @@ def att_margin_ratio(X, p, alpha, *, W=None, norm="l2", svm=None) -> float:
 
     Returns
     -------
-    float : rho_N(p), at most 1 (up to the SVM's tolerance).
+    float : `rho_N(p)`, at most 1 (up to the SVM's tolerance).
 
     Raises
     ------

@@ -28,14 +28,14 @@ from .svm import SVMResult
 
 
 def optimal_indices(X, Y, v) -> np.ndarray:
-    """(n,) index of the highest-score token of each sequence, opt_i = argmax_t gamma_it.
+    """(n,) index of the highest-score token of each sequence, `opt_i = argmax_t gamma_it`.
 
     Raises ``ValueError`` if a sequence has two tokens tied for the highest score: scores within
-    tol_i = 16 (d + 2) eps s_i of each other (``maxmargin.problem.tie_tolerances``), with
-    s_i = max_t sum_j |v_j x_itj| the scale of the rounding of that sequence's scores, so that
+    `tol_i = 16 (d + 2) eps s_i` of each other (``maxmargin.problem.tie_tolerances``), with
+    `s_i = max_t sum_j |v_j x_itj|` the scale of the rounding of that sequence's scores, so that
     the verdict does not depend on the units of X or v (``optimal_indices(X, Y, 1e-14 * v)`` is
     ``optimal_indices(X, Y, v)``). Scores equal in exact arithmetic differ by at most about
-    d eps s_i once computed, below tol_i; scores further apart are told apart, also when they
+    `d eps s_i` once computed, below tol_i; scores further apart are told apart, also when they
     cancel (1 and 1 - 1e-6 computed from terms of size 1e6).
 
     Parameters
@@ -63,7 +63,7 @@ def optimal_indices(X, Y, v) -> np.ndarray:
 
 
 def support_tokens(X, alpha, *, W=None) -> np.ndarray:
-    """(n, T) bool mask of support tokens T_i(alpha): the tight constraints of ATT-SVM(alpha).
+    """(n, T) bool mask of support tokens `T_i(alpha)`: the tight constraints of ATT-SVM(`alpha`).
 
     The same as ``mm.att_svm(X, alpha, W=W).support`` (fast solver, default ``tol``).
 
@@ -79,7 +79,7 @@ def support_tokens(X, alpha, *, W=None) -> np.ndarray:
 
     Raises
     ------
-    ValueError : bad inputs (as in :func:`att_svm`), or ATT-SVM(alpha) is infeasible.
+    ValueError : bad inputs (as in :func:`att_svm`), or ATT-SVM(`alpha`) is infeasible.
     TypeError : X or W is not a real numeric array, or ``alpha`` does not hold integers.
     IllConditionedError : (a ValueError) as in :func:`att_svm`.
 
@@ -103,7 +103,7 @@ class Selection:
     Attributes
     ----------
     alpha : tuple of n ints, the selected token of each sequence.
-    svm : SVMResult, ATT-SVM(alpha).
+    svm : SVMResult, ATT-SVM(`alpha`).
     locally_optimal : bool, every support token scores strictly below the selected token of its
         sequence (below by more than the tie tolerance tol_i of the module docstring).
     violations : tuple of (i, t) pairs, the support tokens t of sequence i that score higher
@@ -124,10 +124,10 @@ class Selection:
 
 
 def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
-    """Solve ATT-SVM(alpha) and test the local-optimality condition on its support tokens.
+    """Solve ATT-SVM(`alpha`) and test the local-optimality condition on its support tokens.
 
     Raises ``ValueError`` (from the solver) when ``alpha`` is infeasible. A support token whose
-    score ties the selected token's (within tol_i = 16 (d + 2) eps s_i, the tie rule of
+    score ties the selected token's (within `tol_i = 16 (d + 2) eps s_i`, the tie rule of
     :func:`optimal_indices`) is a violation: the selected token is not strictly higher.
 
     Parameters
@@ -138,13 +138,13 @@ def check_selection(X, Y, v, alpha, *, W=None) -> Selection:
 
     Returns
     -------
-    Selection : alpha, its ATT-SVM, the verdict and the violating support tokens.
+    Selection : `alpha`, its ATT-SVM, the verdict and the violating support tokens.
 
     Raises
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,), v not
         (d,), W not (d, d)), a label is not -1 or +1, or a value is NaN or inf; the message names
-        the argument. Also: ``alpha`` is not one index in [0, T) per sequence, or ATT-SVM(alpha)
+        the argument. Also: ``alpha`` is not one index in [0, T) per sequence, or ATT-SVM(`alpha`)
         is infeasible.
     TypeError : X, Y, v or W is not a real numeric array (None for X, Y or v included),
         or ``alpha`` does not hold integers.
@@ -180,7 +180,7 @@ def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
     """True when ``alpha`` is feasible and beats all its support tokens in score (False if infeasible).
 
     "Beats" is strict beyond rounding: a support token whose score ties the selected token's
-    (within tol_i = 16 (d + 2) eps s_i, as in :func:`optimal_indices`) makes the answer False.
+    (within `tol_i = 16 (d + 2) eps s_i`, as in :func:`optimal_indices`) makes the answer False.
 
     Parameters
     ----------
@@ -190,7 +190,7 @@ def is_locally_optimal(X, Y, v, alpha, *, W=None) -> bool:
 
     Returns
     -------
-    bool : the verdict of :func:`check_selection`, or False when ATT-SVM(alpha) is infeasible.
+    bool : the verdict of :func:`check_selection`, or False when ATT-SVM(`alpha`) is infeasible.
 
     Raises
     ------
@@ -261,7 +261,7 @@ def feasible_selections(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> list[
 
     Returns
     -------
-    list of Selection : one per feasible selection, in lexicographic order of alpha.
+    list of Selection : one per feasible selection, in lexicographic order of `alpha`.
 
     Raises
     ------
@@ -334,7 +334,7 @@ def locally_optimal_indices(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> l
 
     Returns
     -------
-    list of tuples : the locally-optimal selections alpha, each a tuple of n ints.
+    list of tuples : the locally-optimal selections `alpha`, each a tuple of n ints.
 
     Raises
     ------
@@ -373,7 +373,7 @@ class SelectionCensus:
     total : ``T ** n``, the number of selections.
     feasible : selections whose ATT-SVM exists.
     locally_optimal : tuples of the locally-optimal selections.
-    global_selection : (n,) tuple opt_i = argmax_t gamma_it.
+    global_selection : (n,) tuple `opt_i = argmax_t gamma_it`.
     global_feasible : whether ATT-SVM(opt) exists.
     n_locally_optimal : (property) the number of locally-optimal selections.
     global_is_locally_optimal : (property) whether opt is among the locally-optimal selections.
@@ -418,11 +418,11 @@ def selection_census(X, Y, v, *, W=None, max_cost: float = MAX_COST) -> Selectio
     Returns
     -------
     SelectionCensus
-        ``global_selection`` is opt = argmax of the scores (``ValueError`` on a tie, judged
+        ``global_selection`` is `opt = argmax` of the scores (``ValueError`` on a tie, judged
         relative to the scores' scale as in :func:`optimal_indices`). The census reads only
         feasibility and support tokens, which do not depend on the units of X: it is the same
         for X * c (and v / c) at any c that float64 represents, also where the multipliers of the
-        ATT-SVMs (which scale like 1 / c^2) would not be.
+        ATT-SVMs (which scale like `1 / c^2`) would not be.
 
     Raises
     ------

@@ -1,19 +1,19 @@
 """Optimizers on W beyond gradient descent, exact at every logit gap: ``mm.optimizers.descend``.
 
 One function runs a stack of M instances (one run each) with one of seven update rules on the
-key-query matrix W (d, e), the logits being a_it = x_it^T W z_i with queries z_i (e,):
+key-query matrix W (d, e), the logits being `a_it = x_it^T W z_i` with queries `z_i` (e,):
 
 * "gd":       W <- W - lr grad L (the true gradient: it underflows, genuinely, once every
               non-selected softmax weight does, past logit gaps of about 745);
-* "ngd":      W <- W - lr G / ||G||_F (normalized GD, no eps);
-* "md":       normalized mirror descent with the potential psi(W) = ||W||_p^p / p (entrywise):
-              psi'(W_next) = psi'(W) - lr G / ||G||_q, q = p / (p - 1), psi'(W) = sign(W)|W|^(p-1);
+* "ngd":      `W <- W - lr G / ||G||_F` (normalized GD, no eps);
+* "md":       normalized mirror descent with the potential `psi(W) = ||W||_p^p / p` (entrywise):
+              `psi'(W_next) = psi'(W) - lr G / ||G||_q`, `q = p / (p - 1)`, `psi'(W) = sign(W) |W|^(p-1)`;
               p = 2 is "ngd";
 * "sign":     W <- W - lr sign(G) (sign(0) = 0): steepest descent in the entrywise max-norm;
-* "spectral": W <- W - lr U V^T, G = U S V^T truncated (singular values below 1e-10 times the
+* "spectral": `W <- W - lr U V^T`, `G = U S V^T` truncated (singular values below 1e-10 times the
               largest dropped): steepest descent in the spectral norm;
 * "adam":     PyTorch's Adam (betas, eps, bias correction, no weight decay);
-* "polyak":   a step of length (L - L*) / ||grad L||_F along -G / ||G||_F, L* the risk with every
+* "polyak":   a step of length `(L - L*) / ||grad L||_F` along `-G / ||G||_F`, `L*` the risk with every
               sequence attending only to its current top token; an "ngd" step of lr where
               L - L* <= 0 (counted in ``fallbacks``).
 
@@ -21,13 +21,13 @@ With e = 1 and every query 1 (queries (n, 1) of ones), W (d, 1) is the prompt p 
 "gd" / "ngd" are :func:`~maxmargin.gd` (plain / normalized) on p.
 
 How it stays exact. Every step starts from :func:`maxmargin.exactstep.scaled_logit_gradient`:
-G = e^(-c) grad L with c the log of the largest non-selected softmax weight of the instance,
+`G = e^(-c) grad L` with c the log of the largest non-selected softmax weight of the instance,
 exact to rounding at any gap (the weights are formed relative to the top token, never by
 subtraction from 1). The scale-free rules use G only: NGD, MD, sign, spectral, the Polyak ratio,
-and Adam, whose moments are carried in units e^(b) of a running scale b (notes, section 4.4).
-Norms are taken after dividing G by its largest entry, so that ||G||_q cannot underflow
-(q = 7/3 of a gradient of 1e-140 is 0 in plain float64). "gd" uses e^c G, which underflows
-where the true gradient does, and Adam with eps > 0 freezes where eps dominates e^(b) sqrt(v):
+and Adam, whose moments are carried in units `e^(b)` of a running scale b (notes, section 4.4).
+Norms are taken after dividing G by its largest entry, so that `||G||_q` cannot underflow
+(q = 7/3 of a gradient of 1e-140 is 0 in plain float64). "gd" uses `e^c G`, which underflows
+where the true gradient does, and Adam with eps > 0 freezes where eps dominates `e^(b) sqrt(v)`:
 both genuinely, as in exact arithmetic rounded to float64.
 
 This is a deliberate deviation from the other descent engines (``mm.gd_W``, the torch and
@@ -66,8 +66,8 @@ class OptimizerTrajectory:
     W : (R, M, d, e) iterates at the recorded steps.
     risk : (R, M) the risk L(W) (the mean loss).
     scale : (R, M) c, the log of the largest non-selected softmax weight (over sequences and
-        tokens): the gradient is e^c times a matrix of order one, so -c is about the smallest gap.
-    log_grad_norm : (R, M) log ||grad L||_F, finite where the gradient itself underflows
+        tokens): the gradient is `e^c` times a matrix of order one, so -c is about the smallest gap.
+    log_grad_norm : (R, M) `log ||grad L||_F`, finite where the gradient itself underflows
         (-inf only where it is exactly 0).
     log_excess : (R, M) log(L - L*) with L* the risk at the current top tokens (exact at any
         gap), NaN where L - L* <= 0.
@@ -123,7 +123,7 @@ class OptimizerTrajectory:
         return _kernels.cosine(flat, u)
 
     def selected_tokens(self) -> np.ndarray:
-        """(M, n) argmax_t x_it^T W z_i at the last iterate."""
+        """(M, n) `argmax_t x_it^T W z_i` at the last iterate."""
         return self._last_top.copy()
 
 
@@ -141,9 +141,9 @@ def _per(x: np.ndarray, A: np.ndarray) -> np.ndarray:
 def q_norm(G, q: float) -> np.ndarray:
     """The entrywise q-norm of each matrix of a stack, without under- or overflow.
 
-    Computed as m ||G / m||_q with m = max |G| per matrix: the plain (sum |G_ij|^q)^(1/q) is 0
-    in float64 once |G_ij|^q underflows (for q = 7/3, entries below about 1e-139), and mirror
-    descent's step G / ||G||_q then divides by 0.
+    Computed as `m ||G / m||_q` with `m = max |G|` per matrix: the plain `(sum |G_ij|^q)^(1/q)` is 0
+    in float64 once `|G_ij|^q` underflows (for q = 7/3, entries below about 1e-139), and mirror
+    descent's step `G / ||G||_q` then divides by 0.
 
     Parameters
     ----------
@@ -240,12 +240,12 @@ def descend(X, Y, v, W0, queries, steps: int, lr: float, *, method: str, p: floa
     ----------
     X, Y, v : a stack of M instances: (M, n, T, d), (M, n) in {-1, +1}, (d,) or (M, d).
     W0 : (d, e) or (M, d, e) the starts.
-    queries : (n, e) or (M, n, e), the query z_i of each sequence (logits x_it^T W z_i); with
+    queries : (n, e) or (M, n, e), the query `z_i` of each sequence (logits `x_it^T W z_i`); with
         e = 1 and ones, W is the prompt p.
     steps, lr : number of iterations (an integer >= 1) and step size (> 0).
     method : keyword-only, one of "gd", "ngd", "md", "sign", "spectral", "adam", "polyak" (see
         the module docstring).
-    p : keyword-only, the exponent of the mirror potential ||W||_p^p / p (> 1), for "md" only.
+    p : keyword-only, the exponent of the mirror potential `||W||_p^p / p` (`p > 1`), for "md" only.
     betas, eps : keyword-only, Adam's settings (default (0.9, 0.999) and 1e-8, PyTorch's), for
         "adam" only; eps = 0 makes Adam scale-free.
     loss : keyword-only, a loss name or :class:`~maxmargin.Loss` (default "logistic").

@@ -27,29 +27,29 @@ from .problem import Problem, exponents, keyed, problem
 
 @dataclass(frozen=True)
 class RegularizationPath:
-    """Solutions of min L(p) s.t. ||p|| <= R (and p in a cone, for a local path), one per radius.
+    """Solutions of `min L(p) s.t. ||p|| <= R` (and p in a cone, for a local path), one per radius.
 
     Attributes
     ----------
     radii : (k,) the radii R, increasing.
-    points : (k, d) the returned p_bar(R).
-    risk : (k,) L(p_bar(R)).
-    grad_norms : (k,) ||grad L(p_bar(R))||.
-    kkt : (k,) absolute KKT residual min_{lambda >= 0} ||grad L + sum_j lambda_j grad c_j|| over
-        the active constraints c_j <= 0 (the ball, and the cone if given).
+    points : (k, d) the returned `p_bar(R)`.
+    risk : (k,) `L(p_bar(R))`.
+    grad_norms : (k,) `||grad L(p_bar(R))||`.
+    kkt : (k,) absolute KKT residual `min_{lambda >= 0} ||grad L + sum_j lambda_j grad c_j||` over
+        the active constraints `c_j <= 0` (the ball, and the cone if given).
     kkt_relative : (k,) kkt / grad_norms: the sine of the angle between -grad L and the cone of
         active constraint normals (0 means exactly stationary; an interior point has 1 unless
         its gradient vanishes).
-    multipliers : (k,) lambda of the ball constraint, normalised so -grad L = lambda p / ||p||
+    multipliers : (k,) `lambda` of the ball constraint, normalised so `-grad L = lambda p / ||p||`
         (+ cone terms); 0 when the ball is inactive.
-    on_boundary : (k,) bool, ||p_bar(R)|| = R.
+    on_boundary : (k,) bool, `||p_bar(R)|| = R`.
     on_cone : (k,) bool, the cone constraint is active (always False without a cone).
     cone : (direction (d,), angle in degrees) or None.
-    directions : (property) (k, d) unit vectors p_bar(R) / ||p_bar(R)||.
+    directions : (property) (k, d) unit vectors `p_bar(R) / ||p_bar(R)||`.
 
     Methods ``cosine(direction)``, (k,) cosines of the points with a (d,) direction, and
-    ``is_stationary(*, rtol=1e-6, atol=1e-12)``, (k,) bool, kkt <= max(rtol ||grad||, atol) on
-    active constraints and ||grad|| <= atol inside.
+    ``is_stationary(*, rtol=1e-6, atol=1e-12)``, (k,) bool, `kkt <= max(rtol ||grad||, atol)` on
+    active constraints and `||grad|| <= atol` inside.
 
     Examples
     --------
@@ -77,31 +77,31 @@ class RegularizationPath:
 
     @property
     def directions(self) -> np.ndarray:
-        """(k, d) unit vectors p_bar(R) / ||p_bar(R)||."""
+        """(k, d) unit vectors `p_bar(R) / ||p_bar(R)||`."""
         return self.points / row_norms(self.points)[:, None]
 
     def cosine(self, direction) -> np.ndarray:
-        """(k,) cosine of each p_bar(R) with ``direction`` (d,) (see :func:`maxmargin.cosine`)."""
+        """(k,) cosine of each `p_bar(R)` with ``direction`` (d,) (see :func:`maxmargin.cosine`)."""
         d = self.points.shape[-1]
         return _kernels.cosine(self.points, _checks.direction(direction, self.points.shape, f"({d},)"))
 
     def is_stationary(self, *, rtol: float = 1e-6, atol: float = 1e-12) -> np.ndarray:
-        """(k,) bool: kkt <= max(rtol * ||grad||, atol) on active constraints, ||grad|| <= atol inside."""
+        """(k,) bool: `kkt <= max(rtol ||grad||, atol)` on active constraints, `||grad|| <= atol` inside."""
         active = self.on_boundary | self.on_cone
         return np.where(active, self.kkt <= np.maximum(rtol * self.grad_norms, atol), self.grad_norms <= atol)
 
 
 def regularization_path(X, Y, v, radii, *, W=None, loss: str | Loss = "logistic", starts: int = 8,
                         seed: int = 0, steps: int = 300, cone=None) -> RegularizationPath:
-    """The regularization path p_bar(R) = argmin_{||p|| <= R} L(p) for increasing radii.
+    """The regularization path `p_bar(R) = argmin_{||p|| <= R} L(p)` for increasing radii.
 
     Parameters
     ----------
     X, Y, W : the instance, shapes (n, T, d), (n,), (d, d) or None (W keyword-only, default None:
         the identity).
     v : (d,) the linear head (the paper's model, risk ``mm.risk``), or an :class:`MLPHead`.
-    radii : (k,) positive increasing radii, at most 1e300 / max ||k|| (with max ||k|| an upper
-        bound on the keys and on twice their differences): beyond, the logits R k^T u leave
+    radii : (k,) positive increasing radii, at most `1e300 / max ||k||` (with `max ||k||` an upper
+        bound on the keys and on twice their differences): beyond, the logits `R k^T u` leave
         float64 and ``ValueError`` names ``radii`` and the limit.
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
     starts : keyword-only, number of seeded random starts on each sphere (default 8, at least 1;
@@ -130,7 +130,7 @@ def regularization_path(X, Y, v, radii, *, W=None, loss: str | Loss = "logistic"
 
     Notes
     -----
-    The loss depends on p only through the key differences k_it - k_itau; the component of p
+    The loss depends on p only through the key differences `k_it - k_itau`; the component of p
     orthogonal to their span costs norm and changes nothing, so the search runs in that span
     (an orthonormal basis Q, p = Q q) and the minimiser has no other component.
 
@@ -141,8 +141,8 @@ def regularization_path(X, Y, v, radii, *, W=None, loss: str | Loss = "logistic"
 
     Examples
     --------
-    The risk depends on p only through p_1 - p_2 and decreases as it grows, so p_bar(R) is
-    R (1, -1) / sqrt(2), on the sphere and along p^mm = (1/2, -1/2):
+    The risk depends on p only through `p_1 - p_2` and decreases as it grows, so `p_bar(R)` is
+    `R (1, -1) / sqrt(2)`, on the sphere and along `p^mm = (1/2, -1/2)`:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> path = mm.regularization_path(X, [1.0], [1.0, 0.5], [1.0, 2.0], starts=2, steps=50)
@@ -226,10 +226,10 @@ def _path(K, objective, radii, starts, seed, steps, cone) -> RegularizationPath:
 def local_regularization_path(X, Y, v, radii, direction, angle: float, *, W=None,
                               loss: str | Loss = "logistic", starts: int = 8, seed: int = 0,
                               steps: int = 300) -> RegularizationPath:
-    """The local path: argmin L(p) over ||p|| <= R and angle(p, direction) <= ``angle`` degrees.
+    """The local path: `argmin L(p)` over `||p|| <= R` and angle(p, direction) <= ``angle`` degrees.
 
     A thin wrapper of :func:`regularization_path` with ``cone=(direction, angle)``; ``direction``
-    (d,) is typically a locally-optimal p^mm(alpha). The path is asymptotic: for moderate R the
+    (d,) is typically a locally-optimal `p^mm(alpha)`. The path is asymptotic: for moderate R the
     minimiser can sit on the cone's wall (see ``RegularizationPath.on_cone``).
 
     Parameters
@@ -237,7 +237,7 @@ def local_regularization_path(X, Y, v, radii, direction, angle: float, *, W=None
     X, Y, v, W : the instance, shapes (n, T, d), (n,), (d,) or an :class:`MLPHead`, (d, d) or None
         (W keyword-only, default None: the identity).
     radii : (k,) positive increasing radii (as in :func:`regularization_path`).
-    direction : (d,) the cone's axis, in the span of the key differences k_it - k_itau.
+    direction : (d,) the cone's axis, in the span of the key differences `k_it - k_itau`.
     angle : the cone's half-angle in degrees, 0 < angle < 90.
     loss, starts, seed, steps : keyword-only, as in :func:`regularization_path` (defaults
         "logistic", 8, 0, 300; ``starts`` may be 0 here: the cone's axis is always a start).
@@ -255,7 +255,7 @@ def local_regularization_path(X, Y, v, radii, direction, angle: float, *, W=None
 
     Examples
     --------
-    In Fig. 1b, p^mm = (1, 0, 0) of the locally optimal selection (1,) is the axis. At these radii
+    In Fig. 1b, `p^mm = (1, 0, 0)` of the locally optimal selection (1,) is the axis. At these radii
     the minimiser leans toward the higher-score token 0 as far as the cone allows (its wall, at 5
     degrees) while token 1 keeps most of the attention:
 

@@ -5,32 +5,32 @@ is the equation of a chapter, in numpy (cvxpy for the SVMs, imported inside them
 prompt p (d,) or one matrix W (d, d), with no validation beyond the shapes. The tests
 (tests/lib/test_reference.py) check it against torch autograd and every engine against it, one
 step at a time. Shapes: X (n, T, d), Y (n,) in {-1, +1}, v (d,), W (d, d) or None (the
-identity), queries (n, d) (one query z_i per sequence) or (d,) (one p for all).
+identity), queries (n, d) (one query `z_i` per sequence) or (d,) (one p for all).
 
 Where the engines compute differently, and why (one line each):
 
-* ``mm.attention``, ``mm.risk`` (model.py): logits beyond 2^1000 are divided by powers of two
-  before the softmax, since the products x^T W p themselves would overflow float64.
-* ``mm.risk_grad`` and every GD engine (_kernels.margins): the margin z_i is summed relative to
-  the most-attended token's score, so that gamma_it - z_i keeps its digits when attention is
-  one-hot (here z_i = sum_t s_it gamma_it, then gamma_it - z_i).
-* losses.py: log(1 + e^-x) as logaddexp and means of exp(-x) in the log domain, which cannot
+* ``mm.attention``, ``mm.risk`` (model.py): logits beyond `2^1000` are divided by powers of two
+  before the softmax, since the products `x^T W p` themselves would overflow float64.
+* ``mm.risk_grad`` and every GD engine (_kernels.margins): the margin `z_i` is summed relative to
+  the most-attended token's score, so that `gamma_it - z_i` keeps its digits when attention is
+  one-hot (here `z_i = sum_t s_it gamma_it`, then `gamma_it - z_i`).
+* losses.py: `log(1 + e^-x)` as logaddexp and means of exp(-x) in the log domain, which cannot
   overflow (here the formulas, fine for the moderate margins of the tests and chapters).
 * normalized steps (_stepping._step_direction): a gradient whose norm is outside (1e-140, 1e140) is
-  divided by its largest entry first, so that ||g|| neither under- nor overflows.
+  divided by its largest entry first, so that `||g||` neither under- nor overflows.
 * the exponential loss's slope beyond float64 (_kernels.derivative_weights): a normalized step
   rescales the weights (and eps with them), since its direction does not change.
 * ``mm.risk_grad_W`` (model._contract_scaled): each sequence's terms are scaled by powers of two,
   so that a partial product dlogit * x cannot overflow while the sum is finite.
-* ``mm.gd_W`` and ``mm.gd_KQ`` with one shared query p: GD on u = W p (resp. q = Q^T p), since
+* ``mm.gd_W`` and ``mm.gd_KQ`` with one shared query p: GD on u = W p (resp. `q = Q^T p`), since
   the logits see W only through W p; the iterates are the same up to rounding.
 * ``mm.optimizers.descend`` (mirror_step, sign_step, spectral_step, adam_step, polyak_step
-  here): the gradient divided by its scale e^c (exactstep), norms taken after dividing by the
+  here): the gradient divided by its scale `e^c` (exactstep), norms taken after dividing by the
   largest entry, Adam's moments in a running unit, L - L* from exact differences.
 * the compiled engine (_compiled.py, numba): the same steps as loops, the same rounding bounds.
 * ``mm.att_svm``, ``mm.v_svm``, ``mm.w_svm`` (svm.py): Lawson-Hanson's NNLS on a working set and a
   KKT certificate instead of a generic conic solver; with a shared query the W-SVM's closed form
-  u^mm p^T / ||p||^2; the nuclear W-SVM on a small core of the data's spans.
+  `u^mm p^T / ||p||^2`; the nuclear W-SVM on a small core of the data's spans.
 * ``mm.regularization_path`` (paths.py): several starts, an SLSQP polish and a KKT certificate
   at every radius, in the span of the key differences (here one projected-GD run per radius).
 
@@ -62,7 +62,7 @@ class VP(NamedTuple):
 
 
 class KQ(NamedTuple):
-    """The factors (K, Q) of W = K Q^T, each (d, m): one iterate of GD on them (Chapter 7)."""
+    """The factors (K, Q) of `W = K Q^T`, each (d, m): one iterate of GD on them (Chapter 7)."""
     K: np.ndarray
     Q: np.ndarray
 
@@ -84,7 +84,7 @@ def softmax(a):
 
 
 def attention(X, p, *, W=None):
-    """Attention weights s_i = softmax(X_i W p), shape (n, T).
+    """Attention weights `s_i = softmax(X_i W p)`, shape (n, T).
     Chapter 1, definition def-01-prompt-attention, eq-01-model."""
     X = np.asarray(X, dtype=float)
     W = np.eye(X.shape[2]) if W is None else np.asarray(W, dtype=float)
@@ -92,29 +92,29 @@ def attention(X, p, *, W=None):
 
 
 def scores(X, Y, v):
-    """Token scores gamma_it = Y_i v^T x_it, shape (n, T).
+    """Token scores `gamma_it = Y_i v^T x_it`, shape (n, T).
     Chapter 1, definition def-01-token-scores."""
     X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
     return Y[:, None] * (X @ np.asarray(v, dtype=float))
 
 
 def predict(X, v, p, *, W=None):
-    """Outputs f(X_i) = <X_i v, softmax(X_i W p)>, shape (n,).
+    """Outputs `f(X_i) = <X_i v, softmax(X_i W p)>`, shape (n,).
     Chapter 1, eq-01-model."""
     values = np.asarray(X, dtype=float) @ np.asarray(v, dtype=float)
     return np.sum(values * attention(X, p, W=W), axis=1)
 
 
 def risk(X, Y, v, p, *, W=None, loss="logistic"):
-    """L(p) = (1/n) sum_i l(Y_i f(X_i)), a float. Chapter 1, eq-01-risk."""
+    """`L(p) = (1/n) sum_i l(Y_i f(X_i))`, a float. Chapter 1, eq-01-risk."""
     value, _ = LOSSES[loss]
     margins = np.asarray(Y, dtype=float) * predict(X, v, p, W=W)
     return float(np.mean(value(margins)))
 
 
 def risk_grad(X, Y, v, p, *, W=None, loss="logistic"):
-    """grad_p L = (1/n) sum_i l'(z_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i,
-    shape (d,), with the margins z_i = Y_i f(X_i) = s_i^T gamma_i.
+    """`grad_p L = (1/n) sum_i l'(z_i) W^T X_i^T (diag(s_i) - s_i s_i^T) gamma_i`,
+    shape (d,), with the margins `z_i = Y_i f(X_i) = s_i^T gamma_i`.
     Chapter 1, eq-01-risk and exercise ex-01-gradient."""
     X = np.asarray(X, dtype=float)
     W = np.eye(X.shape[2]) if W is None else np.asarray(W, dtype=float)
@@ -127,7 +127,7 @@ def risk_grad(X, Y, v, p, *, W=None, loss="logistic"):
 
 
 def risk_grad_v(X, Y, v, p, *, W=None, loss="logistic"):
-    """grad_v L = (1/n) sum_i l'(z_i) Y_i X_i^T s_i, shape (d,). Chapter 6 (joint training)."""
+    """`grad_v L = (1/n) sum_i l'(z_i) Y_i X_i^T s_i`, shape (d,). Chapter 6 (joint training)."""
     X, Y = np.asarray(X, dtype=float), np.asarray(Y, dtype=float)
     _, slope = LOSSES[loss]
     s = attention(X, p, W=W)
@@ -136,23 +136,23 @@ def risk_grad_v(X, Y, v, p, *, W=None, loss="logistic"):
 
 
 def self_attention(X, W, queries):
-    """Weights s_i = softmax(X_i W z_i), shape (n, T): each sequence's own query z_i.
-    Chapter 7, the model of def-07-w-svms (the prompt model when every z_i = p)."""
+    """Weights `s_i = softmax(X_i W z_i)`, shape (n, T): each sequence's own query `z_i`.
+    Chapter 7, the model of def-07-w-svms (the prompt model when every `z_i = p`)."""
     X = np.asarray(X, dtype=float)
     Z = _queries(queries, len(X))
     return softmax(np.einsum("ntd,de,ne->nt", X, np.asarray(W, dtype=float), Z))
 
 
 def risk_W(X, Y, v, W, queries, *, loss="logistic"):
-    """L(W) = (1/n) sum_i l(Y_i <X_i v, softmax(X_i W z_i)>), a float. Chapter 7."""
+    """`L(W) = (1/n) sum_i l(Y_i <X_i v, softmax(X_i W z_i)>)`, a float. Chapter 7."""
     value, _ = LOSSES[loss]
     z = np.sum(scores(X, Y, v) * self_attention(X, W, queries), axis=1)
     return float(np.mean(value(z)))
 
 
 def risk_grad_W(X, Y, v, W, queries, *, loss="logistic"):
-    """grad_W L = (1/n) sum_i l'(z_i) sum_t s_it (gamma_it - z_i) x_it z_i^T, shape (d, d).
-    Chapter 7 (the gradient of GD on W; with one query p it is g p^T, g = grad_p at u = W p)."""
+    """`grad_W L = (1/n) sum_i l'(z_i) sum_t s_it (gamma_it - z_i) x_it z_i^T`, shape (d, d).
+    Chapter 7 (the gradient of GD on W; with one query p it is `g p^T`, g = grad_p at u = W p)."""
     X = np.asarray(X, dtype=float)
     Z = _queries(queries, len(X))
     _, slope = LOSSES[loss]
@@ -163,8 +163,8 @@ def risk_grad_W(X, Y, v, W, queries, *, loss="logistic"):
 
 
 def risk_grad_KQ(X, Y, v, K, Q, queries, *, loss="logistic", reg=0.0):
-    """Gradients of L(K Q^T) + reg (||K||_F^2 + ||Q||_F^2) in the factors, KQ of (d, m) each:
-    G Q + 2 reg K and G^T K + 2 reg Q with G = grad_W L at W = K Q^T. Chapter 7."""
+    """Gradients of `L(K Q^T) + reg (||K||_F^2 + ||Q||_F^2)` in the factors, KQ of (d, m) each:
+    `G Q + 2 reg K` and `G^T K + 2 reg Q` with `G = grad_W L` at `W = K Q^T`. Chapter 7."""
     K, Q = np.asarray(K, dtype=float), np.asarray(Q, dtype=float)
     G = risk_grad_W(X, Y, v, K @ Q.T, queries, loss=loss)
     return KQ(G @ Q + 2.0 * reg * K, G.T @ K + 2.0 * reg * Q)
@@ -174,7 +174,7 @@ def risk_grad_KQ(X, Y, v, K, Q, queries, *, loss="logistic", reg=0.0):
 
 
 def descend(x, g, lr, *, normalized=False, eps=1e-12):
-    """One step x - lr g, or normalized x - lr g / (||g|| + eps) (the
+    """One step `x - lr g`, or normalized `x - lr g / (||g|| + eps)` (the
     Frobenius norm for a matrix). Chapter 3, definition def-normalized-gd."""
     x, g = np.asarray(x, dtype=float), np.asarray(g, dtype=float)
     if normalized:
@@ -184,14 +184,14 @@ def descend(x, g, lr, *, normalized=False, eps=1e-12):
 
 def gd_step(X, Y, v, p, lr, *, W=None, loss="logistic", normalized=False,
             eps=1e-12):
-    """p_{k+1} from p_k = p: one (normalized) GD step on the prompt, shape
+    """`p_{k+1}` from `p_k = p`: one (normalized) GD step on the prompt, shape
     (d,); what mm.gd and mm.gd_stack iterate. Chapter 3, def-normalized-gd."""
     g = risk_grad(X, Y, v, p, W=W, loss=loss)
     return descend(p, g, lr, normalized=normalized, eps=eps)
 
 
 def gd_W_step(X, Y, v, W, queries, lr, *, loss="logistic", normalized=False, eps=1e-12):
-    """W_{k+1} from W_k = W: one (normalized) GD step on the key-query matrix, shape (d, d);
+    """`W_{k+1}` from `W_k = W`: one (normalized) GD step on the key-query matrix, shape (d, d);
     what ``mm.gd_W`` iterates. Chapter 7."""
     g = risk_grad_W(X, Y, v, W, queries, loss=loss)
     return descend(W, g, lr, normalized=normalized, eps=eps)
@@ -227,9 +227,9 @@ class AdamState(NamedTuple):
 
 
 def mirror_step(X, Y, v, W, queries, lr, *, p, loss="logistic"):
-    """One step of normalized mirror descent with the potential psi(W) = ||W||_p^p / p (entrywise),
-    shape of W: psi'(W+) = psi'(W) - lr G / ||G||_q, with psi'(W) = sign(W) |W|^(p-1), its inverse
-    sign(U) |U|^(1/(p-1)), q = p / (p - 1) and G = grad_W L. Chapter 8, mirror descent."""
+    """One step of normalized mirror descent with the potential `psi(W) = ||W||_p^p / p` (entrywise),
+    shape of W: `psi'(W+) = psi'(W) - lr G / ||G||_q`, with `psi'(W) = sign(W) |W|^(p-1)`, its inverse
+    `sign(U) |U|^(1/(p-1))`, `q = p / (p - 1)` and `G = grad_W L`. Chapter 8, mirror descent."""
     G = risk_grad_W(X, Y, v, W, queries, loss=loss)
     q = p / (p - 1.0)
     U = np.sign(W) * np.abs(W) ** (p - 1.0) - lr * G / np.sum(np.abs(G) ** q) ** (1.0 / q)
@@ -243,7 +243,7 @@ def sign_step(X, Y, v, W, queries, lr, *, loss="logistic"):
 
 
 def spectral_step(X, Y, v, W, queries, lr, *, loss="logistic"):
-    """W - lr U V^T with G = grad_W L = U S V^T, singular values below 1e-10 times the largest
+    """`W - lr U V^T` with `G = grad_W L = U S V^T`, singular values below 1e-10 times the largest
     dropped: steepest descent in the spectral norm. Chapter 8, spectral descent."""
     U, S, Vt = np.linalg.svd(risk_grad_W(X, Y, v, W, queries, loss=loss), full_matrices=False)
     keep = S > 1e-10 * S[0]
@@ -253,8 +253,8 @@ def spectral_step(X, Y, v, W, queries, lr, *, loss="logistic"):
 def adam_step(X, Y, v, W, queries, lr, *, state=None, betas=(0.9, 0.999), eps=1e-8,
               loss="logistic"):
     """(W+, state+): one step of Adam as torch.optim.Adam takes it (no weight decay):
-    m = b1 m + (1 - b1) G, v = b2 v + (1 - b2) G^2, W+ = W - lr m_hat / (sqrt(v_hat) + eps),
-    m_hat = m / (1 - b1^k), v_hat = v / (1 - b2^k); ``state`` None is the start (zeros, k = 0).
+    `m = b1 m + (1 - b1) G`, `v = b2 v + (1 - b2) G^2`, `W+ = W - lr m_hat / (sqrt(v_hat) + eps)`,
+    `m_hat = m / (1 - b1^k)`, `v_hat = v / (1 - b2^k)`; ``state`` None is the start (zeros, k = 0).
     Chapter 8, Adam."""
     W = np.asarray(W, dtype=float)
     G = risk_grad_W(X, Y, v, W, queries, loss=loss)
@@ -269,9 +269,9 @@ def adam_step(X, Y, v, W, queries, lr, *, state=None, betas=(0.9, 0.999), eps=1e
 
 
 def polyak_step(X, Y, v, W, queries, lr, *, loss="logistic"):
-    """W - ((L - L*) / ||G||_F^2) G, G = grad_W L, with L* = (1/n) sum_i l(gamma_i tau_i) the
-    risk at each sequence's top token tau_i = argmax_t x_it^T W z_i (the Polyak step); where
-    L - L* <= 0, a normalized step W - lr G / ||G||_F. Chapter 8, step-size rules."""
+    """`W - ((L - L*) / ||G||_F^2) G`, G = grad_W L, with `L* = (1/n) sum_i l(gamma_i tau_i)` the
+    risk at each sequence's top token `tau_i = argmax_t x_it^T W z_i` (the Polyak step); where
+    `L - L* <= 0`, a normalized step `W - lr G / ||G||_F`. Chapter 8, step-size rules."""
     W = np.asarray(W, dtype=float)
     G = risk_grad_W(X, Y, v, W, queries, loss=loss)
     value, _ = LOSSES[loss]
@@ -288,8 +288,8 @@ def polyak_step(X, Y, v, W, queries, lr, *, loss="logistic"):
 
 
 def att_svm(X, alpha, *, W=None, relaxed=None):
-    """p^mm = argmin ||p|| s.t. (x_{i alpha_i} - x_it)^T W p >= b_i for t != alpha_i, shape (d,);
-    b_i = 1, or 0 where ``relaxed`` (n,) is True. Chapter 2, eq-02-att-svm; Chapter 6,
+    """`p^mm = argmin ||p||` s.t. `(x_{i alpha_i} - x_it)^T W p >= b_i` for `t != alpha_i`, shape (d,);
+    `b_i = 1`, or 0 where ``relaxed`` (n,) is True. Chapter 2, eq-02-att-svm; Chapter 6,
     eq-06-relaxed."""
     import cvxpy as cp
 
@@ -305,7 +305,7 @@ def att_svm(X, alpha, *, W=None, relaxed=None):
 
 
 def v_svm(R, Y):
-    """v^mm = argmin ||v|| s.t. Y_i v^T r_i >= 1, shape (d,). Chapter 6, def-06-v-svm."""
+    """`v^mm = argmin ||v||` s.t. `Y_i v^T r_i >= 1`, shape (d,). Chapter 6, def-06-v-svm."""
     import cvxpy as cp
 
     R, Y = np.asarray(R, dtype=float), np.asarray(Y, dtype=float)
@@ -315,7 +315,7 @@ def v_svm(R, Y):
 
 
 def w_svm(X, alpha, *, queries, norm="frobenius"):
-    """W^mm = argmin ||W|| s.t. (x_{i alpha_i} - x_it)^T W z_i >= 1 for t != alpha_i, shape
+    """`W^mm = argmin ||W||` s.t. `(x_{i alpha_i} - x_it)^T W z_i >= 1` for `t != alpha_i`, shape
     (d, d), in the Frobenius or the nuclear norm. Chapter 7, eq-07-w-svms."""
     import cvxpy as cp
 
@@ -334,7 +334,7 @@ def w_svm(X, alpha, *, queries, norm="frobenius"):
 
 
 def regularization_path(X, Y, v, radii, *, W=None, loss="logistic", steps=2000, lr=1.0):
-    """p_bar(R) in argmin_{||p|| <= R} L(p) for each radius, shape (k, d): projected GD (a plain
+    """`p_bar(R)` in `argmin_{||p|| <= R} L(p)` for each radius, shape (k, d): projected GD (a plain
     step, then back onto the ball), from the previous radius's point. Chapter 5, eq-05-reg-path.
 
     A local method on a nonconvex problem: it finds a stationary point of the ball problem, the

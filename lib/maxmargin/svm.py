@@ -101,8 +101,8 @@ def _matrix(A, name: str) -> np.ndarray:
 
 
 def att_svm_problem(X, alpha, *, W=None, relaxed=None, norm="l2") -> CvxpyProgram:
-    """ATT-SVM as a cvxpy problem: min ||p||^2 s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i (for
-    another ``norm``, min ||p|| in that norm, as in :func:`att_svm`).
+    """ATT-SVM as a cvxpy problem: `min ||p||^2` s.t. `(x_{i,alpha_i} - x_it)^T W p >= b_i` (for
+    another ``norm``, `min ||p||` in that norm, as in :func:`att_svm`).
 
     Imports cvxpy (about a second on first use). :func:`att_svm` solves the same problem with
     ``solver="cvxpy"``.
@@ -112,7 +112,7 @@ def att_svm_problem(X, alpha, *, W=None, relaxed=None, norm="l2") -> CvxpyProgra
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
-    relaxed : keyword-only, (n,) bool, sequences with b_i = 0 instead of 1 (default None: none).
+    relaxed : keyword-only, (n,) bool, sequences with `b_i = 0` instead of 1 (default None: none).
     norm : keyword-only, "l2" (the default), "l1", "linf" or a number q >= 1, as in
         :func:`att_svm`.
 
@@ -148,15 +148,15 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
             norm="l2") -> SVMResult:
     """Max-margin token selection (ATT-SVM) for the selection ``alpha``.
 
-    Solves p^mm = argmin ||p|| s.t. (x_{i,alpha_i} - x_it)^T W p >= b_i for every sequence i
-    and token t != alpha_i, with b_i = 1, or 0 for the sequences flagged in ``relaxed``.
+    Solves `p^mm = argmin ||p||` s.t. `(x_{i,alpha_i} - x_it)^T W p >= b_i` for every sequence i
+    and token `t != alpha_i`, with `b_i = 1`, or 0 for the sequences flagged in ``relaxed``.
 
     ``norm`` (default "l2", the paper's SVM) chooses the norm of p: "l1", "linf" (linear
-    programs) or a number q >= 1 for l_q (1.75, or 2 for l2, 1 for l1, ``np.inf`` for l_inf).
+    programs) or a number q >= 1 for `l_q` (1.75, or 2 for l2, 1 for l1, ``np.inf`` for `l_inf`).
     Every norm but l2 is solved by cvxpy with Clarabel (under either ``solver``) and certified
     by its KKT conditions with the dual norm to ``NORM_TOL = 1e-6`` (see
-    :mod:`maxmargin.normsvm`), or refused; for l1 and l_inf, whose optima need not be unique,
-    p is the least-l2 optimal point. The result's ``margin`` is 1 / ||p|| in that norm.
+    :mod:`maxmargin.normsvm`), or refused; for l1 and `l_inf`, whose optima need not be unique,
+    p is the least-l2 optimal point. The result's ``margin`` is `1 / ||p||` in that norm.
 
     Parameters
     ----------
@@ -169,18 +169,18 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
     tol : keyword-only, relative tolerance for a constraint to count as tight (support), default
         1e-8: ``abs(value - b_i) <= tol * max(1, |k_{i,alpha_i} - k_it|^T |p|)`` (entrywise
         absolute values: the scale of the value's rounding); below 1/2 (``MAX_TOL``), and small
-        enough that tol * max(1, terms) <= 1/2 wherever a constraint is more than 1/2 from b_i;
+        enough that tol * max(1, terms) <= 1/2 wherever a constraint is more than 1/2 from `b_i`;
         ``max(tol, NORM_TOL)`` for norms other than l2.
-    norm : keyword-only, "l2" (the default), "l1", "linf" or a number q >= 1 (l_q).
+    norm : keyword-only, "l2" (the default), "l1", "linf" or a number `q >= 1` (`l_q`).
 
     Returns
     -------
-    SVMResult : p^mm, its margin, the constraint values, support and multipliers (and, for
+    SVMResult : `p^mm`, its margin, the constraint values, support and multipliers (and, for
         norms other than l2, ``norm_name``, the dual vector and the duality gap).
 
     Raises
     ------
-    ValueError : bad inputs (X, W, alpha or relaxed of the wrong shape, NaN or inf, an index out
+    ValueError : bad inputs (X, W, `alpha` or relaxed of the wrong shape, NaN or inf, an index out
         of [0, T), an unknown ``solver``, ``tol`` not a finite number in (0, 1/2), or a ``tol`` that counts as support a
         constraint more than 1/2 from its right side (the message names ``tol`` and the
         largest that fits the data, 1/2 over max(1, the largest terms))), or no p satisfies
@@ -199,8 +199,8 @@ def att_svm(X, alpha, *, W=None, relaxed=None, solver: str = "fast", tol: float 
 
     Examples
     --------
-    One sequence of two tokens; ranking token 0 first is p_1 - p_2 >= 1, whose shortest solution is
-    p = (1/2, -1/2), of margin 1 / ||p|| = sqrt(2):
+    One sequence of two tokens; ranking token 0 first is `p_1 - p_2 >= 1`, whose shortest solution is
+    p = (1/2, -1/2), of margin `1 / ||p|| = sqrt(2)`:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> res = mm.att_svm(X, [0])
@@ -219,8 +219,8 @@ def is_feasible(X, alpha, *, W=None, relaxed=None) -> bool:
     """Whether ATT-SVM for ``alpha`` has a solution; returns False instead of raising.
 
     Inputs are validated as in :func:`att_svm` (bad shapes still raise). Feasible means: some p
-    satisfies the constraints with ||p|| at most 1e10 L, where L = max 1 / ||k_{i,alpha_i} -
-    k_it|| is the norm that the most demanding constraint alone requires (scale-free: the
+    satisfies the constraints with `||p||` at most 1e10 L, where `L = max 1 / ||k_{i,alpha_i} - k_it||`
+    is the norm that the most demanding constraint alone requires (scale-free: the
     answer does not change with the units of X); a problem whose every solution lies farther
     is reported infeasible (see the module ``maxmargin._least_distance``).
 
@@ -229,7 +229,7 @@ def is_feasible(X, alpha, *, W=None, relaxed=None) -> bool:
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence (0-based).
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
-    relaxed : keyword-only, (n,) bool mask of sequences with b_i = 0, or None (the default: none).
+    relaxed : keyword-only, (n,) bool mask of sequences with `b_i = 0`, or None (the default: none).
 
     Returns
     -------
@@ -286,14 +286,14 @@ def set_svm_problem(X, sets, *, W=None) -> CvxpyProgram:
 def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetSVMResult:
     """Max-margin selection of a *set* of tokens per sequence.
 
-    Solves argmin ||p|| s.t. (x_it - x_itau)^T W p = 0 for t, tau in O_i and
-    (x_it - x_itau)^T W p >= 1 for t in O_i, tau not in O_i. With one token per set it is
+    Solves `argmin ||p||` s.t. `(x_it - x_itau)^T W p = 0` for t, `tau` in `O_i` and
+    `(x_it - x_itau)^T W p >= 1` for t in `O_i`, `tau` not in `O_i`. With one token per set it is
     :func:`att_svm`.
 
     Parameters
     ----------
     X : (n, T, d) tokens.
-    sets : (n, T) bool, the optimal set O_i of each sequence (at least one True and one False).
+    sets : (n, T) bool, the optimal set `O_i` of each sequence (at least one True and one False).
     W : keyword-only, (d, d) key-query matrix, or None (the default) for the identity.
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`).
@@ -302,7 +302,7 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
 
     Returns
     -------
-    SetSVMResult : p^mm, its margin, the constraint values and support.
+    SetSVMResult : `p^mm`, its margin, the constraint values and support.
 
     Raises
     ------
@@ -317,7 +317,7 @@ def set_svm(X, sets, *, W=None, solver: str = "fast", tol: float = 1e-8) -> SetS
 
     Examples
     --------
-    Tokens 0 and 1 tie ((x_0 - x_1)^T p = 0, so p_1 = p_2) and beat token 2 by 1 (p_1 >= 1):
+    Tokens 0 and 1 tie (`(x_0 - x_1)^T p = 0`, so `p_1 = p_2`) and beat token 2 by 1 (`p_1 >= 1`):
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
     >>> res = mm.set_svm(X, np.array([[True, True, False]]))
@@ -361,11 +361,11 @@ def v_svm_problem(R, Y) -> CvxpyProgram:
 
 
 def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
-    """Max-margin classifier through the origin: v^mm = argmin ||v|| s.t. Y_i v^T r_i >= 1.
+    """Max-margin classifier through the origin: `v^mm = argmin ||v||` s.t. `Y_i v^T r_i >= 1`.
 
     Parameters
     ----------
-    R : (n, d) selected tokens r_i (e.g. ``X[range(n), alpha]``).
+    R : (n, d) selected tokens `r_i` (e.g. ``X[range(n), alpha]``).
     Y : (n,) labels in {-1, +1}.
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`).
@@ -375,7 +375,7 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
 
     Returns
     -------
-    VSVMResult : v^mm, its margin, the margins of the samples, support and multipliers.
+    VSVMResult : `v^mm`, its margin, the margins of the samples, support and multipliers.
 
     Raises
     ------
@@ -390,7 +390,7 @@ def v_svm(R, Y, *, solver: str = "fast", tol: float = 1e-8) -> VSVMResult:
 
     Examples
     --------
-    v_1 + v_2 >= 1 and v_2 - v_1 >= 1: the shortest v is (0, 1), of margin 1.
+    `v_1 + v_2 >= 1` and `v_2 - v_1 >= 1`: the shortest v is (0, 1), of margin 1.
 
     >>> res = mm.v_svm(np.array([[1.0, 1.0], [1.0, -1.0]]), [1.0, -1.0])
     >>> bool(np.allclose(res.v, [0.0, 1.0])), round(res.margin, 4)
@@ -444,7 +444,7 @@ def _v_infeasible(G: np.ndarray) -> Exception:
 
 
 #: The norms of the W-SVM by name, the values of ``w_svm(..., norm=...)`` (a number q >= 1 names
-#: the entrywise l_q norm too; see :mod:`maxmargin.normsvm`).
+#: the entrywise `l_q` norm too; see :mod:`maxmargin.normsvm`).
 W_NORMS = ("frobenius", "nuclear", "spectral", "l1", "linf")
 
 
@@ -496,41 +496,41 @@ def w_svm_problem(X, alpha, *, queries, norm="frobenius") -> CvxpyProgram:
 
 def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
           tol: float = 1e-8) -> WSVMResult:
-    """Max-margin key-query matrix: W^mm = argmin ||W|| s.t. (x_{i,alpha_i} - x_it)^T W z_i >= 1,
+    """Max-margin key-query matrix: `W^mm = argmin ||W||` s.t. `(x_{i,alpha_i} - x_it)^T W z_i >= 1`,
     in the Frobenius norm (the default) or the nuclear norm.
 
     With one query ``queries = p`` of shape (d,) for every sequence the fast solver uses the closed
-    form W^mm = u^mm p^T / ||p||^2 with u^mm the ATT-SVM solution on the raw tokens (W = I):
-    the constraints only see u = W p, and the smallest W with W p = u is u p^T / ||p||^2. It is
-    the nuclear-norm solution too (||W||_* >= ||W||_2 >= ||W p|| / ||p|| >= ||u^mm|| / ||p||,
+    form `W^mm = u^mm p^T / ||p||^2` with `u^mm` the ATT-SVM solution on the raw tokens (W = I):
+    the constraints only see u = W p, and the smallest W with W p = u is `u p^T / ||p||^2`. It is
+    the nuclear-norm solution too (`||W||_* >= ||W||_2 >= ||W p|| / ||p|| >= ||u^mm|| / ||p||`,
     with equality for this rank-one W only), so ``norm="nuclear"`` returns it as well, certified.
 
-    The nuclear-norm SVM (``norm="nuclear"``), W^mm_* = argmin ||W||_* (the sum of the singular
+    The nuclear-norm SVM (``norm="nuclear"``), `W^mm_* = argmin ||W||_*` (the sum of the singular
     values), is a semidefinite program, solved by cvxpy with Clarabel under both solvers:
-    ``solver="fast"`` solves it for a small core M (r_D, r_Z), W = U_D M U_Z^T with U_D an
-    orthonormal basis of the differences x_{i,alpha_i} - x_it and U_Z one of the queries (which
+    ``solver="fast"`` solves it for a small core M (`r_D` by `r_Z`), `W = U_D M U_Z^T` with `U_D` an
+    orthonormal basis of the differences `x_{i,alpha_i} - x_it` and `U_Z` one of the queries (which
     loses nothing: see the comment in ``_w_nuclear``), ``solver="cvxpy"`` the full-size
     ``maxmargin.svm.w_svm_problem`` (``norm="nuclear"``). Both work on X and the queries
     divided by powers of two near their largest entries (exact; W is scaled back, so X -> c X
     gives W -> W / c at any scale at which W is representable), and every answer passes a KKT
     certificate to
-    the relative tolerance ``NUCLEAR_TOL = 1e-6`` (primal feasibility, mu >= 0, complementary
-    slackness, ||Lambda||_2 <= 1 and <Lambda, W> = ||W||_* for Lambda = sum mu_j (x_{i,alpha_i} -
-    x_it) z_i^T, and the duality gap ||W||_* - sum mu_j = 0), or the call raises
+    the relative tolerance ``NUCLEAR_TOL = 1e-6`` (primal feasibility, `mu >= 0`, complementary
+    slackness, `||Lambda||_2 <= 1` and `<Lambda, W> = ||W||_*` for
+    `Lambda = sum_j mu_j (x_{i,alpha_i} - x_it) z_i^T`, and the duality gap `||W||_* - sum mu_j = 0`), or the call raises
     :class:`IllConditionedError`.
 
     Parameters
     ----------
     X : (n, T, d) tokens.
     alpha : (n,) selected token of each sequence.
-    queries : keyword-only (required), (n, d) the query z_i of each sequence (self-attention), or
+    queries : keyword-only (required), (n, d) the query `z_i` of each sequence (self-attention), or
         (d,) one query p for all.
-    norm : keyword-only, "frobenius" (the default: min ||W||_F), "nuclear" (min ||W||_*),
-        "spectral" (min ||W||_2, the largest singular value), "l1", "linf" (the largest
-        |entry|) or a number q >= 1 (entrywise l_q; 1, 2 and ``np.inf`` name l1, Frobenius and
+    norm : keyword-only, "frobenius" (the default: `min ||W||_F`), "nuclear" (`min ||W||_*`),
+        "spectral" (`min ||W||_2`, the largest singular value), "l1", "linf" (the largest
+        `|entry|`) or a number q >= 1 (entrywise `l_q`; 1, 2 and ``np.inf`` name l1, Frobenius and
         linf). The spectral and entrywise norms are solved by cvxpy with Clarabel under either
-        ``solver``, certified to ``NORM_TOL = 1e-6`` with the dual norm (l_q <-> l_{q/(q-1)},
-        l1 <-> l_inf, spectral <-> nuclear) or refused; for spectral, l1 and linf, whose optima
+        ``solver``, certified to ``NORM_TOL = 1e-6`` with the dual norm (`l_q <-> l_{q/(q-1)}`,
+        `l_1 <-> l_inf`, spectral <-> nuclear) or refused; for spectral, l1 and linf, whose optima
         need not be unique, W is the least-Frobenius optimal point (:mod:`maxmargin.normsvm`).
     solver : keyword-only, "fast" (the default) or "cvxpy" (see
         :data:`~maxmargin.svm.SOLVERS`; for the nuclear norm both use cvxpy and Clarabel, on
@@ -542,9 +542,9 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
 
     Returns
     -------
-    WSVMResult : W^mm, its margin 1 / ||W|| in the chosen norm, the constraint values and
+    WSVMResult : `W^mm`, its margin `1 / ||W||` in the chosen norm, the constraint values and
         support, ``norm_name``; for the nuclear norm also the multipliers, the dual matrix
-        Lambda and the duality gap (None for the Frobenius norm).
+        `Lambda` and the duality gap (None for the Frobenius norm).
 
     Raises
     ------
@@ -554,7 +554,7 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
         constraint more than 1/2 from its right side (the message names ``tol`` and the
         largest that fits the data, 1/2 over max(1, the largest terms))),
         per-sequence queries whose constraint matrices
-        (x_{i,alpha_i} - x_it) z_i^T overflow or fall below float64's smallest normal number
+        `(x_{i,alpha_i} - x_it) z_i^T` overflow or fall below float64's smallest normal number
         (naming ``X`` or ``queries``, whichever spreads more), or no W ranks every selected
         token first (the same error for both norms: feasibility does not depend on the norm).
     TypeError : X or queries is not a real numeric array, ``alpha`` does not hold integers, or
@@ -567,7 +567,7 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
 
     Examples
     --------
-    With the query p = (1, 0), W^mm = u^mm p^T with u^mm = (1/2, -1/2) from ATT-SVM:
+    With the query p = (1, 0), `W^mm = u^mm p^T` with `u^mm = (1/2, -1/2)` from ATT-SVM:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> res = mm.w_svm(X, [0], queries=[1.0, 0.0])
@@ -576,9 +576,9 @@ def w_svm(X, alpha, *, queries, norm="frobenius", solver: str = "fast",
     >>> round(mm.w_svm(X, [0], queries=[[0.0, 2.0]]).margin, 4)  # a longer query: a larger margin
     2.8284
 
-    The constraints W_11 >= 1, W_12 >= 1 and W_22 >= 1: the Frobenius SVM is [[1, 1], [0, 1]]
-    (||W||_F = sqrt(3), ||W||_* = sqrt(5)); the nuclear SVM is the rank-one matrix of ones, of
-    ||W||_* = 2 (it is optimal: Lambda = I has ||Lambda||_2 = 1 and <I, W> = tr W >= 2 for
+    The constraints `W_11 >= 1`, `W_12 >= 1` and `W_22 >= 1`: the Frobenius SVM is [[1, 1], [0, 1]]
+    `(||W||_F = sqrt(3), ||W||_* = sqrt(5))`; the nuclear SVM is the rank-one matrix of ones, of
+    `||W||_* = 2` (it is optimal: `Lambda = I` has `||Lambda||_2 = 1` and `<I, W> = tr W >= 2` for
     every feasible W):
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [0.0, 0.0]],
@@ -693,8 +693,8 @@ class JointSVMs(NamedTuple):
 
     Attributes
     ----------
-    v : VSVMResult, v^mm on the selected tokens; its ``support`` is the set S.
-    relaxed : SVMResult, p^relax: the sequences outside S only need margin >= 0.
+    v : VSVMResult, `v^mm` on the selected tokens; its ``support`` is the set S.
+    relaxed : SVMResult, `p^relax`: the sequences outside S only need margin >= 0.
     full : SVMResult, the ordinary ATT-SVM of the selection.
 
     Examples
@@ -711,7 +711,7 @@ class JointSVMs(NamedTuple):
 
 
 def joint_svms(X, Y, alpha, *, W=None) -> JointSVMs:
-    """v-SVM on the selected tokens r_i = x_{i,alpha_i}, the relaxed p-SVM and the full ATT-SVM.
+    """v-SVM on the selected tokens `r_i = x_{i,alpha_i}`, the relaxed p-SVM and the full ATT-SVM.
 
     The relaxed p-SVM relaxes (margin >= 0) exactly the sequences that are not support vectors of
     the v-SVM. All three are solved by the fast solver with the default ``tol``.
@@ -738,8 +738,8 @@ def joint_svms(X, Y, alpha, *, W=None) -> JointSVMs:
     Examples
     --------
     In Fig. 3's relaxed panel the third sequence is off the v-SVM margin, so its ATT-SVM
-    constraint is relaxed and p^relax = (1, 0); the full ATT-SVM solves p_1 - p_2 = 1,
-    0.5 p_1 + 1.5 p_2 = 1:
+    constraint is relaxed and `p^relax = (1, 0)`; the full ATT-SVM solves `p_1 - p_2 = 1`,
+    `0.5 p_1 + 1.5 p_2 = 1`:
 
     >>> inst = mm.data.fig3(variant="relaxed")
     >>> svms = mm.joint_svms(inst.X, inst.Y, [1, 1, 1])

@@ -152,7 +152,7 @@ def gd(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "logist
         False).
     eps : keyword-only, the offset of the normalization (default 1e-12).
     track : keyword-only, (n,) token indices whose attention to record; default (None)
-        argmax_t gamma_it.
+        `argmax_t gamma_it`.
     record_every : keyword-only, keep every k-th iterate and the last (k = 1, the default: all);
         None keeps the first and the last only, so memory does not grow with ``steps``.
 
@@ -277,7 +277,7 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
     normalized : keyword-only, divide each gradient by (its norm + eps) (default False).
     eps : keyword-only, the offset of the normalization (default 1e-12).
     track : keyword-only, (M, n) token indices whose attention to record; default (None)
-        argmax_t gamma_it.
+        `argmax_t gamma_it`.
     record_every : keyword-only, as in :func:`gd` (default 1).
 
     Returns
@@ -642,7 +642,7 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
          record_every: int | None = 1) -> WTrajectory:
     """Gradient descent on the key-query matrix W with fixed queries, batched over initializations.
 
-    ``W0`` is (d, d) or (B, d, d); ``queries`` is (n, d) (one query z_i per sequence) or (d,)
+    ``W0`` is (d, d) or (B, d, d); ``queries`` is (n, d) (one query `z_i` per sequence) or (d,)
     (the prompt p shared by every sequence); ``record_every`` as in :func:`gd`. Raises
     ``ValueError`` naming the step and the cause (v's scale or lr) if the gradient overflows.
 
@@ -650,7 +650,7 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     ----------
     X, Y, v : the instance, shapes (n, T, d), (n,) in {-1, +1}, (d,).
     W0 : (d, d) or (B, d, d) initial key-query matrices.
-    queries : (n, d) the query z_i of each sequence, or (d,) one query p shared by all.
+    queries : (n, d) the query `z_i` of each sequence, or (d,) one query p shared by all.
     steps, lr : number of iterations (an integer >= 1) and step size (> 0).
     loss : keyword-only, "logistic" (the default), "exponential", "correlation" or a ``Loss``.
     normalized : keyword-only, divide each gradient by (its Frobenius norm + eps) (default False).
@@ -675,7 +675,7 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
 
     Examples
     --------
-    With one query p = (1, 0), normalized GD on W heads for W^mm of :func:`w_svm`, and the risk
+    With one query p = (1, 0), normalized GD on W heads for `W^mm` of :func:`w_svm`, and the risk
     approaches L* = log(1 + exp(-1)):
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
@@ -788,14 +788,14 @@ class JointTrajectory:
     """A batch of B joint runs on (v, p), recorded at R steps.
 
     ``v`` and ``p`` are (R, B, d); ``risk`` and ``probability`` (the mean over sequences of
-    sigmoid(Y_i f(X_i))) are (R, B); ``tracked_attention`` is (R, B, n); ``steps`` (R,) the step
+    `sigmoid(Y_i f(X_i))`) are (R, B); ``tracked_attention`` is (R, B, n); ``steps`` (R,) the step
     index of each record.
 
     Attributes
     ----------
     v, p : (R, B, d) iterates of the head and of the prompt at the recorded steps.
     risk : (R, B) the risk at each recorded iterate.
-    probability : (R, B) the mean over sequences of sigmoid(Y_i f(X_i)).
+    probability : (R, B) the mean over sequences of `sigmoid(Y_i f(X_i))`.
     tracked_attention : (R, B, n) attention on token ``tracked[i]`` of sequence i.
     tracked : (n,) the tracked token indices.
     lr, normalized : the step size and whether the steps were normalized.
@@ -863,8 +863,8 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
 
     Examples
     --------
-    Fig. 3a: the joint run aligns v with v^mm = (0, 1) and p with the ATT-SVM direction, equal to
-    p^relax here (every sequence is a support vector of the v-SVM):
+    Fig. 3a: the joint run aligns v with `v^mm = (0, 1)` and p with the ATT-SVM direction, equal to
+    `p^relax` here (every sequence is a support vector of the v-SVM):
 
     >>> inst = mm.data.fig3()
     >>> run = mm.gd_joint(inst.X, inst.Y, inst.v0, inst.p0, 500, 0.1, normalized=True)

@@ -67,9 +67,9 @@ class TrapSet:
     ----------
     sequences : the sequences of S, 0-based and sorted.
     q : (d,) read-only ATT-SVM of the optimal tokens of the sequences outside S.
-    selection : (n,) the induced selection alpha: opt_i outside S, t_i inside S.
+    selection : (n,) the induced selection `alpha`: opt_i outside S, `t_i` inside S.
     escape_gap : the smallest gap_u over the tokens of the S-sequences that must lie beyond
-        the margin (scores different from gamma_{i t_i}); > 1, larger means a deeper trap.
+        the margin (scores different from `gamma_{i t_i}`); > 1, larger means a deeper trap.
     minimal : no proper subset of S is a trap set. A trap set that is not minimal has its own
         q and induced selection (it loses every sequence of S, not only those of a minimal
         subset), and gradient descent can end there (``tests/lib/test_traps.py`` has an
@@ -96,23 +96,23 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     ones by default, every one with ``minimal_only=False``.
 
     The criterion (module ``maxmargin.traps``): for a non-empty proper subset S of the sequences,
-    let q be the ATT-SVM of the optimal tokens of the sequences outside S, and t_i the
+    let q be the ATT-SVM of the optimal tokens of the sequences outside S, and `t_i` the
     non-optimal token that q ranks first in each sequence i of S. S is a trap set when every
-    token u of those sequences has gap_u = (x_{i t_i} - x_iu)^T W q > 1 if gamma_iu differs from
-    gamma_{i t_i} (the optimal token included), and gap_u >= 0 if it equals it.
+    token u of those sequences has `gap_u = (x_{i t_i} - x_iu)^T W q > 1` if `gamma_iu` differs from
+    `gamma_{i t_i}` (the optimal token included), and gap_u >= 0 if it equals it.
 
     Subsets S are tried by increasing size; every S whose complement's ATT-SVM is infeasible is
     skipped. With ``minimal_only`` supersets of a trap set already found are skipped too (they
     are not minimal). A non-minimal trap set has its own q and induced selection, and gradient
     descent can be caught by it (it then loses every sequence of S): a classification of runs
-    by trap sets needs them all. The search solves up to 2^n - 2 ATT-SVMs, hence
+    by trap sets needs them all. The search solves up to `2^n - 2` ATT-SVMs, hence
     ``max_sequences``.
 
     Tolerances: a gap counts as beyond the margin when
-    gap_u > 1 + 1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||) (the scale of gap_u in the solver's
-    rounding) and as ranked first when gap_u >= -1e-9 * max(1, ||k_{i t_i} - k_iu|| ||q||);
+    gap_u > 1 + 1e-9 * max(1, `||k_{i t_i} - k_iu|| ||q||`) (the scale of gap_u in the solver's
+    rounding) and as ranked first when gap_u >= -1e-9 * max(1, `||k_{i t_i} - k_iu|| ||q||`);
     two scores of sequence i are equal when they tie by the rule of ``mm.optimal_indices``
-    (within 16 (d + 2) eps s_i, s_i = max_t sum_j |v_j x_itj| of that sequence alone), and the
+    (within `16 (d + 2) eps s_i`, `s_i = max_t sum_j |v_j x_itj|` of that sequence alone), and the
     highest score ties by the same rule. Every test is relative, and q is solved on keys scaled
     to unit size, so the trap sets of X * c (with v / c, or any head) are those of X, and their
     q scales like 1 / c, at any c that float64 represents.
@@ -134,7 +134,7 @@ def trap_sets(X, Y, v, *, W=None, max_sequences: int = 12,
     Raises
     ------
     ValueError : bad shapes or values, two tokens tied for the highest score in a sequence,
-        n > max_sequences, or ``max_sequences`` < 1.
+        `n > max_sequences`, or ``max_sequences`` < 1.
     IllConditionedError : (a ValueError) the ATT-SVM of some complement is ill-conditioned
         (never read as "cannot be separated").
     TypeError : non-numeric arrays, a non-integer ``max_sequences`` or a non-boolean

@@ -62,6 +62,16 @@ VISIBLE_TEXT = """() => {
       .forEach(n => n.remove());
   return main.innerText;
 }"""
+# MathJax's errors: TeX that did not parse is shown in red in place of the formula.
+TEX_ERRORS = """() => Array.from(document.querySelectorAll('mjx-merror'))
+  .map(e => e.getAttribute('data-mjx-error') || e.textContent)"""
+# The library reference's text without code, signatures and typeset math.
+REFERENCE_TEXT = """() => {
+  const main = (document.querySelector('main') || document.body).cloneNode(true);
+  main.querySelectorAll('pre, code, script, style, mjx-container, .highlight, dt.sig')
+      .forEach(n => n.remove());
+  return main.innerText;
+}"""
 BROKEN_IMAGES = """() => Array.from(document.images)
   .filter(img => !img.complete || img.naturalWidth === 0)
   .map(img => img.currentSrc || img.outerHTML.slice(0, 120))"""
@@ -187,6 +197,8 @@ def test_page_renders(docname, scheme, browser, site_url, built_html):
             text = page.evaluate(VISIBLE_TEXT)
             raw = [d for d in ("\\(", "\\[", "$$") if d in text]
             assert not raw, f"{docname}: raw TeX delimiters {raw} left in the text"
+            tex_errors = page.evaluate(TEX_ERRORS)
+            assert not tex_errors, f"{docname}: formulas MathJax could not parse: {tex_errors}"
 
         broken = page.evaluate(BROKEN_IMAGES)
         assert not broken, f"{docname}: images that did not load: {broken}"
@@ -210,6 +222,31 @@ def test_page_renders(docname, scheme, browser, site_url, built_html):
             f"{docname} weighs {weight / 1e6:.2f} MB with everything it loads, "
             f"{(weight - frames) / 1e6:.2f} MB without its explorer frames "
             f"(limit {CHAPTER_WEIGHT_LIMIT / 1e6:.0f} MB)")
+
+
+def test_library_reference_typesets_its_formulas(browser, site_url):
+    """The library reference (chapters/appendix-api.md, the docstrings through
+    _ext/booksite/apidoc.py) shows its formulas typeset: none of its text outside code,
+    signatures and math reads as plain-text maths (``||p||``, ``x_it^T``, ``gamma_it``), and
+    MathJax parsed every formula. Bug caught: issue 39, the page printed its formulas as
+    ASCII-TeX (a formula written without its backquotes, or a py:data text without :math:)."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from booksite.asciimath import PLAIN_TEXT_MATHS
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    try:
+        open_settled(page, f"{site_url}/chapters/appendix-api.html")
+        typeset = page.locator("mjx-container").count()
+        tex_errors = page.evaluate(TEX_ERRORS)
+        text = page.evaluate(REFERENCE_TEXT)
+    finally:
+        context.close()
+    assert typeset > 300, f"only {typeset} typeset formulas on the library reference"
+    assert not tex_errors, f"formulas MathJax could not parse: {tex_errors}"
+    plain = sorted({line.strip() for line in text.splitlines() if PLAIN_TEXT_MATHS.search(line)})
+    assert not plain, f"{len(plain)} lines with plain-text maths:\n" + "\n".join(plain)
 
 
 @pytest.mark.parametrize("docname", toc_docnames())
