@@ -1411,6 +1411,27 @@ MUTANTS = [
            "        if u.shape != (d, d):\n            raise ValueError(f\"direction: expected a ({d}, {d}) matrix, got shape {u.shape}\")\n        return _kernels.cosine(flat,",
            "        if u.size != d * d:\n            raise ValueError(f\"direction: expected a ({d}, {d}) matrix, got shape {u.shape}\")\n        return _kernels.cosine(flat,",
            ("test_cosine_shapes.py",)),
+    # --- issue 39, B39: maxmargin.book.tables ---
+    Mutant("book/tables.py", "table: numbers aligned left like text",
+           "            return \"  \".join(text.rjust(w) if right else text.ljust(w)",
+           "            return \"  \".join(text.ljust(w)",
+           ("test_tables.py",)),
+    Mutant("book/tables.py", "table: values not escaped in the HTML",
+           "f'<{tag} class=\"{\"num\" if right else \"text\"}\">{html.escape(text)}</{tag}>'",
+           "f'<{tag} class=\"{\"num\" if right else \"text\"}\">{text}</{tag}>'",
+           ("test_tables.py",)),
+    Mutant("book/tables.py", "table: a short row accepted (zip drops the columns it lacks)",
+           "        if len(r) != len(headers):",
+           "        if len(r) > len(headers):",
+           ("test_tables.py",)),
+    Mutant("book/tables.py", "table: bools counted as numbers",
+           "    return isinstance(value, numbers.Number) and not isinstance(value, (bool, np.bool_))",
+           "    return isinstance(value, numbers.Number)",
+           ("test_tables.py",)),
+    Mutant("book/tables.py", "matrix: the label column formatted like the values",
+           "[corner, *columns], [None] + [fmt] * len(columns), title=title)",
+           "[corner, *columns], [fmt] * (len(columns) + 1), title=title)",
+           ("test_tables.py",)),
 ]
 
 
