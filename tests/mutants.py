@@ -1432,6 +1432,10 @@ MUTANTS = [
            "[corner, *columns], [None] + [fmt] * len(columns), title=title)",
            "[corner, *columns], [fmt] * (len(columns) + 1), title=title)",
            ("test_tables.py",)),
+    Mutant("book/tables.py", "vector: a matrix flattened instead of refused",
+           "    values = np.asarray(values)\n    if values.ndim != 1:",
+           "    values = np.asarray(values).ravel()\n    if values.ndim != 1:",
+           ("test_tables.py",)),
 ]
 
 

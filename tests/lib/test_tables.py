@@ -59,3 +59,11 @@ def test_matrix_labels_rows_and_columns():
     assert t.headers == ["p \\ q", "q = 2", "q = 3"]
     assert t.cells == [["p = 2", "0.123", "1.000"], ["p = 3", "2.500", "-3.000"]]
     assert t.right == [False, True, True]
+
+
+def test_vector_for_a_sentence():
+    """Bugs caught: the format ignored, entries dropped, a matrix flattened silently."""
+    assert tables.vector(np.array([0.844631, 0.171123, 0.0])) == "(0.8446, 0.1711, 0)"
+    assert tables.vector([1.0, -1.0, 1.0], "+g") == "(+1, -1, +1)"
+    with pytest.raises(ValueError, match="expected a vector"):
+        tables.vector(np.zeros((2, 2)))

@@ -4,7 +4,8 @@
 reader understands) and one format per column: a format spec such as ``".4f"``, ``".1e"``, ``"d"``
 or ``","``, a function of the value, or ``None`` for ``str``. The result shows as an HTML table in a
 notebook and on the site (``_repr_html_``) and as aligned plain text in a console, in ``print`` and
-in the exported notebooks (``__repr__``). ``matrix`` labels the rows and columns of a 2-D array.
+in the exported notebooks (``__repr__``). ``matrix`` labels the rows and columns of a 2-D array,
+and ``vector`` writes a short vector inside a sentence, "(0.8446, 0.1711, 0)".
 This module only formats: the values are the chapter's own, never typed in.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 Format = str | Callable[[object], str] | None
 
-__all__ = ["Table", "table", "matrix"]
+__all__ = ["Table", "table", "matrix", "vector"]
 
 
 def _is_number(value) -> bool:
@@ -100,3 +101,11 @@ def matrix(values, rows: Sequence[str], columns: Sequence[str], fmt: Format = ".
                          f"({len(rows)}, {len(columns)})")
     return table([[label, *line] for label, line in zip(rows, values.tolist())],
                  [corner, *columns], [None] + [fmt] * len(columns), title=title)
+
+
+def vector(values, fmt: str = ".4g") -> str:
+    """A 1-D array as "(a, b, c)", each entry formatted by ``fmt`` (for a sentence, not a table)."""
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"values: expected a vector, got shape {values.shape}")
+    return "(" + ", ".join(format(x, fmt) for x in values.tolist()) + ")"
