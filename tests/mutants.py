@@ -1436,6 +1436,10 @@ MUTANTS = [
            "    values = np.asarray(values)\n    if values.ndim != 1:",
            "    values = np.asarray(values).ravel()\n    if values.ndim != 1:",
            ("test_tables.py",)),
+    Mutant("book/tables.py", "vector: the rounding cut absolute, not relative to the largest entry",
+           "np.abs(values) < zero * np.abs(values).max()",
+           "np.abs(values) < zero",
+           ("test_tables.py",)),
 ]
 
 

@@ -62,8 +62,12 @@ def test_matrix_labels_rows_and_columns():
 
 
 def test_vector_for_a_sentence():
-    """Bugs caught: the format ignored, entries dropped, a matrix flattened silently."""
+    """Bugs caught: the format ignored, entries dropped, a matrix flattened silently, rounding
+    noise shown as a number, or small values taken for noise (the cut is relative)."""
     assert tables.vector(np.array([0.844631, 0.171123, 0.0])) == "(0.8446, 0.1711, 0)"
     assert tables.vector([1.0, -1.0, 1.0], "+g") == "(+1, -1, +1)"
+    assert tables.vector([1.212e-16, 1.0]) == "(0, 1)"           # a solver's rounding
+    assert tables.vector([1e-14, 3e-14]) == "(1e-14, 3e-14)"     # small but not noise
+    assert tables.vector([0, 3]) == "(0, 3)"
     with pytest.raises(ValueError, match="expected a vector"):
         tables.vector(np.zeros((2, 2)))

@@ -103,9 +103,15 @@ def matrix(values, rows: Sequence[str], columns: Sequence[str], fmt: Format = ".
                  [corner, *columns], [None] + [fmt] * len(columns), title=title)
 
 
-def vector(values, fmt: str = ".4g") -> str:
-    """A 1-D array as "(a, b, c)", each entry formatted by ``fmt`` (for a sentence, not a table)."""
+def vector(values, fmt: str = ".4g", *, zero: float = 1e-12) -> str:
+    """A 1-D array as "(a, b, c)", each entry formatted by ``fmt`` (for a sentence, not a table).
+
+    As numpy's ``suppress=True``, an entry below ``zero`` times the largest magnitude (a
+    solver's rounding, 1e-16 next to 1) is written 0.
+    """
     values = np.asarray(values)
     if values.ndim != 1:
         raise ValueError(f"values: expected a vector, got shape {values.shape}")
+    if values.dtype.kind == "f" and values.size:
+        values = np.where(np.abs(values) < zero * np.abs(values).max(), 0.0, values)
     return "(" + ", ".join(format(x, fmt) for x in values.tolist()) + ")"
