@@ -26,7 +26,8 @@ def test_html_has_headers_cells_and_alignment():
     t = tables.table([["a < b", 1.5e-7], ["c", 2.0]], ["case", "error"], [None, ".1e"],
                      title="x & y")
     page = t._repr_html_()
-    assert page.startswith('<table class="mm-table"><caption>x &amp; y</caption>')
+    assert page.startswith('<div class="pst-scrollable-table-container">'
+                           '<table class="mm-table"><caption>x &amp; y</caption>')
     assert '<th class="text">case</th><th class="num">error</th>' in page
     assert '<td class="text">a &lt; b</td><td class="num">1.5e-07</td>' in page
     assert page.count("<tr>") == 3

@@ -65,8 +65,10 @@ class Table:
 
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
         body = "".join(row("td", cells) for cells in self.cells)
-        return (f'<table class="mm-table">{caption}<thead>{row("th", self.headers)}</thead>'
-                f"<tbody>{body}</tbody></table>")
+        # the theme's box for a table wider than the column: it scrolls sideways, and the
+        # book's scroll-hints.js says so under it (at phone width)
+        return (f'<div class="pst-scrollable-table-container"><table class="mm-table">{caption}'
+                f'<thead>{row("th", self.headers)}</thead><tbody>{body}</tbody></table></div>')
 
 
 def table(rows: Sequence[Sequence], headers: Sequence[str],
