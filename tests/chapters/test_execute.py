@@ -31,6 +31,7 @@ import nbformat
 import pytest
 from chapter_exec import execute as execute_in_repository
 from chapter_exec import describe_failure, recorded
+from raw_reprs import line_problem, raw_reprs
 from reader import execute
 from residue import residue
 
@@ -45,10 +46,11 @@ GLUE_ROLE = re.compile(r"\{glue(?::text|:)?\}`([^`]*)`")
 
 
 def output_problems(nb) -> list[str]:
-    """Convention breaches visible only after execution: figure alt text, opacity, glue types."""
+    """Convention breaches visible only after execution: figure alt text, opacity, glue types,
+    results shown as raw Python reprs (tests/chapters/raw_reprs.py)."""
     from PIL import Image
 
-    problems = []
+    problems = [f"{p}: show it with maxmargin.book.tables" for p in raw_reprs(nb)]
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -187,6 +189,32 @@ def test_the_rerun_check_sees_a_changed_output(reader, tmp_path):
         nbformat.v4.new_code_cell("print(rng.normal())"),
         nbformat.v4.new_code_cell("print(np.random.default_rng(0).normal())")])
     assert [index for index, _, _ in execute(nb, reader, tmp_path, rerun=True).changed] == [1]
+
+
+@pytest.mark.parametrize("line, what", [
+    ("{'GD': 0.9784902943378606, 'NGD': 0.9993558912037398}", "a dict"),
+    ("({4.0: 2.46, 8.0: 4.2, 16.0: 4.96},", "a dict"),
+    ("array([0.8446, 0.1711, 0.    ])", "a numpy repr"),
+    ("[((0,), (1, 0, 0), True), ((1,), (0, 1, 0), True)]", "a list of tuples or lists"),
+    ("[[1.  0.5 0.5 0.5 0.5 0.5 0.5]", "a list of tuples or lists"),
+    ("TrapSet(sequences=(0,), selection=(1, 0), escape_gap=2.0)", "a dataclass repr"),
+    ("settled tokens (0-based): [0 0 0 0 1 1]", "a numpy array"),
+    ("u_mm = [0.9801 0.1986 0.    ]", "a numpy array"),
+    ("at steps [np.int64(5250), np.int64(8750)]", "a numpy repr"),
+    ("penalty [0.001, 0.0001, 1e-05, 1e-06]", "a list of numbers"),
+    ("0.31326168751822286", "a bare float with more than 6 significant digits"),
+    ("rho = 60, R = 20: 6.291230090484487e-09 degrees", "a float's full repr"),
+    # what a chapter may print: formatted numbers, intervals, vectors, shapes, tables
+    ("u_mm = (0.9801, 0.1986, 0), margin 1/||p_mm|| = 1.1604", None),
+    ("converged, optimal tokens         4897 [95.05, 96.17]%", None),
+    ("X: shape (3, 7, 3) (n, T, d); labels Y = (1, 1, 1)", None),
+    ("p2* = -47.040784", None),
+    ("{0}           (1, 0, 0)  (1, 0)            2  yes", None),
+])
+def test_the_raw_repr_check_sees_each_kind(line, what):
+    """Bug caught (issue 39): a result printed as Python's repr (11 outputs in chapter 3, 7 in
+    chapter 7) passes the output check; and the check must not refuse formatted output."""
+    assert line_problem(line) == what
 
 
 def test_saved_runs_are_dropped_when_their_inputs_change(tmp_path):

@@ -37,6 +37,24 @@ def test_book_builds_cleanly(book_build):
             f"pages executed again: {executed}; cached: {len(cached)}"
 
 
+def test_no_chapter_output_is_a_raw_repr(built_html):
+    """Bug caught (issue 39): a result shown on the site as Python's repr, e.g. chapter 7's
+    `{'NGD on W': {'alpha': [2, 3, 7, 4, 7, 0], 'gap': 30.592858...`, instead of a table
+    (maxmargin.book.tables). Reads the notebooks this build executed (or took from the cache)."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "chapters"))
+    from raw_reprs import raw_reprs
+
+    executed = sorted((built_html.parent / "jupyter_execute" / "chapters").glob("*.ipynb"))
+    assert len(executed) == sum(p.parent.name == "chapters" for p in chapter_notebooks())
+    found = {p.stem: raw_reprs(json.loads(p.read_text(encoding="utf8"))) for p in executed}
+    found = {stem: lines for stem, lines in found.items() if lines}
+    assert not found, "raw reprs on the site:\n" + "\n".join(
+        f"{stem} {line}" for stem, lines in found.items() for line in lines)
+
+
 def test_every_toc_page_has_html(built_html):
     missing = [name for name in toc_docnames() if not (built_html / f"{name}.html").is_file()]
     assert not missing, f"no HTML for: {missing}"

@@ -3,7 +3,8 @@
 ``plots`` holds the figure style and the generic drawing helpers, ``explore`` the live explorers
 and their static twins, ``landscape`` the risk grids and GD basins behind the figures, and
 ``ch02`` ... ``ch07`` what only that chapter draws, ``source`` the source of a library function
-as a code block (the plain reference ``mm.reference`` next to the equation it computes).
+as a code block (the plain reference ``mm.reference`` next to the equation it computes), ``tables``
+a chapter's results as small tables with the digits that matter.
 Chapters import what they use, e.g. ``from maxmargin.book import explore, plots``. This package
 loads matplotlib (and ipywidgets when a live explorer is built); the core library never imports it.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 __all__ = ["plots", "explore", "landscape", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07",
-           "source"]
+           "source", "tables"]
 
 
 def __getattr__(name: str):
