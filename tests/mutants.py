@@ -1432,6 +1432,14 @@ MUTANTS = [
            "            if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):\n                raise _overflow(\"gd_KQ\", k,",
            "            if not bool(torch.isfinite(K).all()):\n                raise _overflow(\"gd_KQ\", k,",
            ("test_engine_edges.py",)),
+    Mutant("svm.py", "solver=\"cvxpy\" runs the fast solver (the reference agrees with itself)",
+           "    \"cvxpy\": _solve_cvxpy,",
+           "    \"cvxpy\": _solve_fast,",
+           ("test_engine_edges.py",)),
+    Mutant("train.py", "MAXMARGIN_ENGINE=torch ignored: the compiled kernel runs (engines compared with themselves)",
+           "    if choice == \"torch\":\n        return \"torch\"\n",
+           "",
+           ("test_engine_edges.py",)),
 ]
 
 

@@ -169,3 +169,63 @@ def test_a_factor_that_overflows_after_a_step_is_refused(factor, engine, monkeyp
     assert np.all(np.isfinite(getattr(step, "Q" if factor == "K" else "K")))
     with pytest.raises(ValueError, match=r"^gd_KQ: the gradient at step 0 .*lr = 1e\+210"):
         mm.gd_KQ(X, Y, v, K0, Q0, p, 3, 1e210)
+
+
+TRAINERS = {   # name: (call on a small instance, the torch loop's module and name)
+    "gd": (lambda X, Y, v: mm.gd(X, Y, v, np.zeros((3, 3)), 3, 0.1, normalized=True),
+           train, "_descend_torch"),
+    "gd_W shared": (lambda X, Y, v: mm.gd_W(X, Y, v, np.eye(3), np.ones(3), 3, 0.1),
+                    train, "_descend_torch"),
+    "gd_joint": (lambda X, Y, v: mm.gd_joint(X, Y, v, np.zeros(3), 3, 0.1, normalized=True),
+                 train, "_descend_joint_torch"),
+    "gd_KQ": (lambda X, Y, v: mm.gd_KQ(X, Y, v, np.eye(3), np.eye(3), np.ones(3), 3, 0.1),
+              keyquery, "_descend_KQ"),
+}
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+@pytest.mark.parametrize("trainer", sorted(TRAINERS))
+def test_each_engine_setting_really_runs_its_engine(trainer, engine, monkeypatch):
+    """MAXMARGIN_ENGINE=torch runs the torch loop and no kernel; =compiled runs a kernel and not
+    the torch loop (on an ordinary input). The engine-agreement tests compare the two settings:
+    if one setting ran the other's engine they would agree for the wrong reason. Bug caught: a
+    setting ignored (e.g. "torch" taking the compiled kernel), so that the torch loop, the
+    reference of the kernels' tests, never runs under them."""
+    call, module, loop = TRAINERS[trainer]
+    kernels, loops = [], []
+    run_blocks, torch_loop = train._run_blocks, getattr(module, loop)
+    monkeypatch.setattr(train, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
+    monkeypatch.setattr(keyquery, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
+    monkeypatch.setattr(module, loop, lambda *a, **k: loops.append(1) or torch_loop(*a, **k))
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    X, Y, v, _, _ = instance(4, 3)
+    call(X, Y, v)
+    if engine == "torch":
+        assert (len(loops), kernels) == (1, [])
+    else:
+        assert (len(loops), len(kernels)) == (0, 1)
+
+
+def test_the_cvxpy_solver_really_runs_cvxpy(monkeypatch):
+    """solver="cvxpy" (the reference the fast solvers are tested against) solves with cvxpy in
+    att_svm, v_svm and w_svm (a query per sequence, and shared), and solver="fast" does not.
+    Bug caught: the reference path taking the fast solver, so that fast and "cvxpy" agree
+    because they are the same code."""
+    cp = pytest.importorskip("cvxpy")
+    solves = []
+    solve = cp.Problem.solve
+    monkeypatch.setattr(cp.Problem, "solve", lambda self, *a, **k: solves.append(1) or solve(
+        self, *a, **k))
+    rng = np.random.default_rng(38)
+    X, Y, W = rng.standard_normal((2, 3, 4)), np.array([1.0, -1.0]), rng.standard_normal((4, 4))
+    alpha = [0, 2]   # 4 generic constraints in d = 4: feasible
+    calls = {"att_svm": lambda s: mm.att_svm(X, alpha, W=W, solver=s),
+             "v_svm": lambda s: mm.v_svm(X[:, 0], Y, solver=s),
+             "w_svm per sequence": lambda s: mm.w_svm(X, alpha, queries=rng.standard_normal((2, 4)),
+                                                      solver=s),
+             "w_svm shared": lambda s: mm.w_svm(X, alpha, queries=np.ones(4), solver=s)}
+    for name, call in calls.items():
+        for solver in ("fast", "cvxpy"):
+            solves.clear()
+            call(solver)
+            assert bool(solves) == (solver == "cvxpy"), (name, solver, len(solves))
