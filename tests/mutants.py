@@ -357,7 +357,7 @@ MUTANTS = [
            """        if False:
             norm[l] = -2.0
         elif""",
-           ("test_scale_gd.py",)),
+           ("test_engine_edges.py", "test_scale_gd.py")),
     # independent review (issue: new mutants written from the library code alone)
     Mutant("_checks.py", "off-by-one: token index T accepted (arr > T instead of arr >= T)",
            "out = (arr < 0) | (arr >= T)",

@@ -229,3 +229,22 @@ def test_the_cvxpy_solver_really_runs_cvxpy(monkeypatch):
             solves.clear()
             call(solver)
             assert bool(solves) == (solver == "cvxpy"), (name, solver, len(solves))
+
+
+@pytest.mark.parametrize("c", [1e200, 1e-300])
+def test_the_gd_kernel_takes_scaled_normalized_steps_itself(c, kernels_run):
+    """The compiled gd kernel takes, without handing the call to the torch loop, a normalized
+    step whose gradient is finite but whose squares overflow (v * 1e200: entries near 1e200) or
+    whose terms are subnormal (v * 1e-300): with the correlation loss the gradient is linear in
+    v, so the run with v * c and eps * c follows the unscaled run's path (test_scale_gd.py's
+    reference, to 1e-12). Since a marked lane now reruns the call on the torch loop (issue 38),
+    a kernel that marked these lanes would still give the right result, and only this test sees
+    that its own handling was dropped. Bug caught: the kernel refusing (marking) a finite gradient
+    whose squares overflow, or one whose terms are subnormal."""
+    inst = mm.data.fig2()
+    V, P0 = np.array(inst.v, dtype=float), np.array([[0.5, 0.0, 0.0], [-1.0, 2.0, 0.5]])
+    kw = dict(W=inst.W, loss="correlation", normalized=True)
+    expected = mm.gd(inst.X, inst.Y, V, P0, 6, 0.1, eps=1e-12, **kw).p
+    run = mm.gd(inst.X, inst.Y, V * c, P0, 6, 0.1, eps=1e-12 * c, **kw)
+    assert len(kernels_run) == 2
+    np.testing.assert_allclose(run.p, expected, rtol=1e-12, atol=1e-12)
