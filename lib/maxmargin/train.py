@@ -447,11 +447,14 @@ def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, re
     run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps,
                              array(record, np.int64))
     _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
-    failed = out.failed
-    if np.any(failed >= 0):
-        step = int(failed[failed >= 0].min())   # = steps: the last iterate's margins
-        raise _overflow(caller, step, gamma, lr, loss, normalized, **_start_of(K, P),
-                        last=step == steps)
+    if np.any(out.failed >= 0):
+        # a lane met a number the kernel does not handle (an overflowing gradient of the
+        # logistic or correlation loss, say, whose normalized step the torch loop takes from
+        # scaled factors): the whole call reruns on the torch loop, so that its outcome (the
+        # result, or the error and its message) never depends on the engine (issue 38)
+        del out
+        return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
+                              caller, attention, path)
     _rerecord_risks(out.risk, out.path, K, gamma, loss)
     return _Records(out.path, out.risk, out.on, out.off, out.final)
 
