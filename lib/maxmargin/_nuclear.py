@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 #: Relative tolerance of the KKT certificate of the nuclear-norm W-SVM (each of primal
-#: feasibility, mu >= 0, complementary slackness, ||Lambda||_2 <= 1, <Lambda, W> = ||W||_* and
+#: feasibility, `mu >= 0`, complementary slackness, `||Lambda||_2 <= 1`, `<Lambda, W> = ||W||_*` and
 #: the duality gap, each relative to its own scale). Clarabel's interior point, run to 1e-10,
 #: meets it with violations of 1e-13 to 1e-10 on random instances (n, T, d) up to (20, 5, 30),
 #: and its Newton polish with about 1e-15: 1e-6 leaves four orders of magnitude for

@@ -87,22 +87,22 @@ class SVMResult(_Solution):
 
     Attributes
     ----------
-    p : (d,) the max-margin direction p^mm (not normalised).
-    margin : 1 / ||p|| (inf when p = 0, i.e. every sequence is relaxed).
-    constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W p; inf at the selected token.
-    support : (n, T) bool, constraints equal to b_i within ``tol``; False at the selected token.
+    p : (d,) the max-margin direction `p^mm` (not normalised).
+    margin : `1 / ||p||` (inf when p = 0, i.e. every sequence is relaxed).
+    constraints : (n, T) values `(x_{i,alpha_i} - x_it)^T W p`; inf at the selected token.
+    support : (n, T) bool, constraints equal to `b_i` within ``tol``; False at the selected token.
     alpha : (n,) the selected token of each sequence.
-    multipliers : (n, T) Lagrange multipliers mu >= 0 with p = sum mu_it (k_{i,alpha_i} - k_it);
+    multipliers : (n, T) Lagrange multipliers `mu >= 0` with `p = sum mu_it (k_{i,alpha_i} - k_it)`;
         zero off the support and at the selected token.
     relaxed : (n,) bool, sequences whose constraints are relaxed to >= 0.
     norm_name : the norm p minimizes: "l2" (the default), "l1", "linf" or "l<q>" such as "l1.75"
         (``mm.att_svm(..., norm=...)``; see :mod:`maxmargin.normsvm`).
-    dual : (d,) Lambda = sum_it mu_it (k_{i,alpha_i} - k_it), the subgradient of the norm at p
-        that certifies optimality (dual norm of Lambda <= 1, <Lambda, p> = ||p||), or None for l2
+    dual : (d,) `Lambda = sum_it mu_it (k_{i,alpha_i} - k_it)`, the subgradient of the norm at p
+        that certifies optimality (dual norm of `Lambda <= 1`, `<Lambda, p> = ||p||`), or None for l2
         (whose certificate is the least-distance one).
-    duality_gap : ||p|| - sum_it mu_it b_i (|gap| <= NORM_TOL ||p||), or None for l2.
-    norm : (property) ||p|| in the SVM's own norm.
-    direction : (property) (d,) the unit vector p / ||p|| in that norm (zeros when p = 0).
+    duality_gap : `||p|| - sum_it mu_it b_i` (``|gap| <= NORM_TOL * ||p||``), or None for l2.
+    norm : (property) `||p||` in the SVM's own norm.
+    direction : (property) (d,) the unit vector `p / ||p||` in that norm (zeros when p = 0).
 
     The arrays are read-only.
 
@@ -131,7 +131,7 @@ class SVMResult(_Solution):
 
     @property
     def norm(self) -> float:
-        """||p|| in the SVM's own norm (l2 by default), computed without overflow."""
+        """`||p||` in the SVM's own norm (l2 by default), computed without overflow."""
         if self.norm_name == "l2":
             return _ldp.norm(self.p)
         return _normsvm().value(self.p, _normsvm().from_name(self.norm_name))
@@ -144,13 +144,13 @@ class SetSVMResult(_Solution):
     Attributes
     ----------
     p : (d,) the max-margin direction.
-    margin : 1 / ||p||.
-    constraints : (n, T) for tau outside the set, min over t in O_i of (x_it - x_itau)^T W p;
+    margin : `1 / ||p||`.
+    constraints : (n, T) for `tau` outside the set, min over t in `O_i` of `(x_it - x_itau)^T W p`;
         inf inside the set.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
-    sets : (n, T) bool, the optimal sets O_i.
-    norm : (property) ||p||.
-    direction : (property) (d,) the unit vector p / ||p||.
+    sets : (n, T) bool, the optimal sets `O_i`.
+    norm : (property) `||p||`.
+    direction : (property) (d,) the unit vector `p / ||p||`.
 
     Examples
     --------
@@ -173,13 +173,13 @@ class VSVMResult(_Solution):
 
     Attributes
     ----------
-    v : (d,) the max-margin classifier v^mm.
-    margin : 1 / ||v||.
-    margins : (n,) values Y_i v^T r_i (all >= 1).
+    v : (d,) the max-margin classifier `v^mm`.
+    margin : `1 / ||v||`.
+    margins : (n,) values `Y_i v^T r_i` (all >= 1).
     support : (n,) bool, margins equal to 1 within ``tol`` (the support set S).
-    multipliers : (n,) Lagrange multipliers with v = sum lambda_i Y_i r_i; zero off the support.
-    norm : (property) ||v||.
-    direction : (property) (d,) the unit vector v / ||v||.
+    multipliers : (n,) Lagrange multipliers with `v = sum lambda_i Y_i r_i`; zero off the support.
+    norm : (property) `||v||`.
+    direction : (property) (d,) the unit vector `v / ||v||`.
 
     Examples
     --------
@@ -203,27 +203,27 @@ class VSVMResult(_Solution):
 class WSVMResult(_Solution):
     """Solution of the W-SVM for one selection ``alpha``, in the Frobenius norm (the default),
     the nuclear norm (``mm.w_svm(..., norm="nuclear")``) or another norm of ``W_NORMS`` (spectral,
-    entrywise l1, l_inf, l_q; see :mod:`maxmargin.normsvm`).
+    entrywise l1, `l_inf`, `l_q`; see :mod:`maxmargin.normsvm`).
 
     Attributes
     ----------
-    W : (d, d) the max-margin key-query matrix W^mm (W^mm_* for the nuclear norm).
-    margin : 1 / ||W|| in the SVM's own norm: 1 / ||W||_F, or 1 / ||W||_* for the nuclear norm.
-    constraints : (n, T) values (x_{i,alpha_i} - x_it)^T W z_i; inf at the selected token.
+    W : (d, d) the max-margin key-query matrix `W^mm` (`W^mm_*` for the nuclear norm).
+    margin : `1 / ||W||` in the SVM's own norm: `1 / ||W||_F`, or `1 / ||W||_*` for the nuclear norm.
+    constraints : (n, T) values `(x_{i,alpha_i} - x_it)^T W z_i`; inf at the selected token.
     support : (n, T) bool, constraints equal to 1 within ``tol``.
     alpha : (n,) the selected token of each sequence.
     norm_name : "frobenius", "nuclear", "spectral", "l1", "linf" or "l<q>" (e.g. "l1.75"), the
-        norm that W minimizes (the field is not called ``norm``: that is the number ||W||, as in
+        norm that W minimizes (the field is not called ``norm``: that is the number `||W||`, as in
         every SVM result).
-    multipliers : (n, T) Lagrange multipliers mu >= 0 of min ||W|| (not squared), zero at the
+    multipliers : (n, T) Lagrange multipliers `mu >= 0` of `min ||W||` (not squared), zero at the
         selected token, or None for the Frobenius norm (whose certificate is the
         least-distance one of ``maxmargin._least_distance``).
-    dual : (d, d) Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T, the subgradient of the
-        norm at W that certifies optimality (dual norm of Lambda <= 1, <Lambda, W> = ||W||; for
-        the nuclear norm ||Lambda||_2 <= 1), or None for the Frobenius norm.
-    duality_gap : ||W|| - sum_it mu_it, in the units of ||W|| (the certificate bounds
-        |duality_gap| <= NUCLEAR_TOL (or NORM_TOL) * ||W||), or None for the Frobenius norm.
-    norm : (property) ||W|| in the SVM's own norm (||W||_F, ||W||_* = sum of the singular
+    dual : (d, d) `Lambda = sum_it mu_it (x_{i,alpha_i} - x_it) z_i^T`, the subgradient of the
+        norm at W that certifies optimality (dual norm of `Lambda <= 1`, `<Lambda, W> = ||W||`; for
+        the nuclear norm `||Lambda||_2 <= 1`), or None for the Frobenius norm.
+    duality_gap : `||W|| - sum_it mu_it`, in the units of `||W||` (the certificate bounds
+        ``|duality_gap| <= NUCLEAR_TOL * ||W||`` (or ``NORM_TOL``)), or None for the Frobenius norm.
+    norm : (property) `||W||` in the SVM's own norm (`||W||_F`, `||W||_*` = the sum of the singular
         values, ...), computed without overflow.
     direction : (property) (d, d) the matrix W / norm, of norm 1 in that norm.
 
@@ -258,7 +258,7 @@ class WSVMResult(_Solution):
 
     @property
     def norm(self) -> float:
-        """||W|| in the SVM's own norm (Frobenius, nuclear, spectral, entrywise l1, l_inf, l_q)."""
+        """`||W||` in the SVM's own norm (Frobenius, nuclear, spectral, entrywise l1, `l_inf`, `l_q`)."""
         if self.norm_name == "nuclear":
             return _nuclear_norm(self.W)
         if self.norm_name == "frobenius":
