@@ -108,7 +108,11 @@ def install() -> bool:
     shell = get_ipython()
     if shell is None or not hasattr(shell, "display_formatter"):
         return False
+    import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
+    # The inline backend registers IPython's own PNG formatter when it loads, which pyplot
+    # defers to the first figure: load it now, so that it cannot replace this one later.
+    plt.switch_backend(plt.get_backend())
     shell.display_formatter.formatters["image/png"].for_type(Figure, _png_formatter)
     return True
