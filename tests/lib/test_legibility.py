@@ -1,6 +1,6 @@
 """maxmargin.book.legibility: a figure as the book shows it has text a reader can read.
 
-The site shrinks a figure to its column (672 CSS px at the 1280-px layout, 358 px on a phone);
+The site shrinks a figure to its column (672 CSS px at the 1280-px layout, 342 px on a phone);
 the PNG the chapter shows must carry text large enough for that, and record its smallest text
 (image px) for the site's CSS and browser test (tests/site/test_figure_text.py).
 """
@@ -44,7 +44,7 @@ def test_a_wide_figure_gets_text_of_9_css_px_in_the_1280_px_column():
 
 def test_a_single_panel_fits_a_phone_column_with_text_of_9_css_px():
     """Chapter 8's case: a 5.4-inch panel with a 9-pt legend (594 px at 110 dpi) showed it at
-    about 8 px on a 390-px phone. Its text is raised so that it shows whole at 358 px."""
+    about 8 px on a 390-px phone. Its text is raised so that it shows whole at 342 px."""
     fig, (ax,) = plots.panels(width=5.4, height=3.6)
     ax.plot([0, 1], [0, 1], label="a line")
     ax.legend(fontsize=9)

@@ -1,9 +1,9 @@
 """Every figure of every page, in headless Chromium: its smallest text as a reader sees it.
 
 Issue 39: a 1,200-px three-panel PNG shrunk into the 672-px column at 1280 px showed its 9-pt
-legend at about 7.7 CSS px, and at 390 px chapter 8's 5.4-inch single panels (scaled to about
-0.6) showed theirs at about 8 px. The book's rule: a figure's smallest text is at least 9 CSS px
-at the 1280-px layout and on a 390-px phone.
+legend at about 7.7 CSS px, and at 390 px chapter 8's 5.4-inch single panels (606 px, drawn
+342 px wide) showed theirs at about 8 px. The book's rule: a figure's smallest text is at least
+9 CSS px at the 1280-px layout and on a 390-px phone.
 
 Each figure's PNG records its smallest text in image px (maxmargin.book.legibility, when the
 chapter shows it); the site writes it into the image as ``data-text-px``. In the browser, the

@@ -1,7 +1,7 @@
 """Figures a reader can read: every figure's smallest text is at least 9 CSS px on the site.
 
 The site shows a figure's PNG at its natural size, shrunk to the text column when wider (about
-672 CSS px at the 1280-px layout, 358 px on a 390-px phone). A reader sees the figure's smallest
+672 CSS px at the 1280-px layout, 342 px on a 390-px phone). A reader sees the figure's smallest
 text at ``text px x shown width / natural width``, so a wide figure needs larger text. When a
 chapter shows a figure (``plt.show()``, a cell's last value or ``glue(name, fig)``), the PNG
 formatter that :func:`install` registers (``plots.use_book_style`` calls it):
@@ -22,7 +22,7 @@ import math
 
 MIN_TEXT_PX = 9.0        # CSS px: the book's rule for the smallest text of a figure
 COLUMN_PX = 672          # CSS px: the figure column at the 1280-px layout
-PHONE_COLUMN_PX = 358    # CSS px: the figure column at a 390-px viewport
+PHONE_COLUMN_PX = 342    # CSS px: the figure column at a 390-px viewport (measured in Chromium)
 PHONE_WHOLE_PX = 640     # image px: a figure up to this wide is one panel, shown whole on a phone
 TEXT_PX_KEY = "smallest-text-px"
 
