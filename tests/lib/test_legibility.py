@@ -102,3 +102,18 @@ def test_a_figure_shown_in_ipython_goes_through_legible_png():
         plt.close(fig)
     finally:
         InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("width", [7.0, 8.0, 8.7, 9.4, 10.9, 12.7])
+def test_the_recorded_text_keeps_the_figure_within_the_1280_px_column(width):
+    """The site's min-width is ceil(natural width x 9 / recorded text px): it must not exceed
+    the 672-px column, or the figure scrolls sideways at 1280 px. A 958-px figure whose text
+    was raised exactly to 12.83 px and recorded as 12.83 got 673 px."""
+    fig, axes = plots.panels(ncols=2, width=width / 2, height=3.2)
+    for ax in axes:
+        ax.plot([0, 1], [0, 1], label="a line")
+        ax.legend(fontsize=7)
+    natural, text_px = recorded(legibility.legible_png(fig, dpi=110))
+    assert text_px <= legibility.smallest_text_pt(fig) * 110 / 72       # never over-claimed
+    assert -(-natural * 9 // text_px) <= max(legibility.COLUMN_PX, natural)
+    plt.close(fig)

@@ -69,11 +69,11 @@ def legible_png(fig, *, dpi: float | None = None, bbox_inches="tight") -> bytes:
                                 facecolor=fig.get_facecolor(), edgecolor=fig.get_edgecolor())
         with Image.open(BytesIO(buffer.getvalue())) as image:
             width = image.size[0]
-        text_px = smallest_text_pt(fig) * dpi / 72
+        text_px = math.floor(smallest_text_pt(fig) * dpi / 72 * 1000) / 1000   # as recorded
         needed = needed_text_px(width)
         if text_px >= needed:
             break
-        raise_small_text(fig, math.ceil(needed * 72 / dpi * 10) / 10)   # to 0.1 pt above
+        raise_small_text(fig, math.ceil(needed * 1.01 * 72 / dpi * 10) / 10)   # 1-2 % above
     else:
         raise RuntimeError(f"legible_png: text still {text_px:.1f} px in a {width}-px figure "
                            f"after raising it three times (needed {needed:.1f} px)")
@@ -83,7 +83,7 @@ def legible_png(fig, *, dpi: float | None = None, bbox_inches="tight") -> bytes:
         info = PngInfo()
         for key, value in image.text.items():
             info.add_text(key, value)
-        info.add_text(TEXT_PX_KEY, f"{text_px:.2f}")
+        info.add_text(TEXT_PX_KEY, f"{text_px:.3f}")
         out = BytesIO()
         image.save(out, format="PNG", pnginfo=info, dpi=(dpi, dpi))
     return out.getvalue()
