@@ -3,7 +3,8 @@
 Issue 39: a 1,200-px three-panel PNG shrunk into the 672-px column at 1280 px showed its 9-pt
 legend at about 7.7 CSS px, and at 390 px chapter 8's 5.4-inch single panels (606 px, drawn
 342 px wide) showed theirs at about 8 px. The book's rule: a figure's smallest text is at least
-9 CSS px at the 1280-px layout and on a 390-px phone.
+9 CSS px at the 1280-px layout and on a 390-px phone; at 1280 px no figure is wider than its
+column (it would scroll sideways on a desktop).
 
 Each figure's PNG records its smallest text in image px (maxmargin.book.legibility, when the
 chapter shows it); the site writes it into the image as ``data-text-px``. In the browser, the
@@ -34,7 +35,8 @@ FIGURES = """() => Array.from(document.querySelectorAll('main article img'))
     return {src: img.getAttribute('src'), url: img.currentSrc, complete: img.complete,
             natural: img.naturalWidth, width: img.getBoundingClientRect().width,
             textPx: img.dataset.textPx === undefined ? null : Number(img.dataset.textPx),
-            link: link ? link.href : null}; })"""
+            link: link ? link.href : null,
+            box: img.parentElement.closest('.figure-scroll, figure, div').clientWidth}; })"""
 MEASURED = ROOT / "_build" / "timings" / "figure-text-px.json"
 
 
@@ -59,6 +61,10 @@ def test_every_figure_text_is_at_least_9_css_px(docname, viewport, browser, site
              for f in shown if f["shown"] < MIN_TEXT_PX]
     assert not small, f"{docname} at {viewport} px: figure text under {MIN_TEXT_PX:g} CSS px:\n" \
         + "\n".join(small)
+    if viewport == "1280":      # at the desktop layout a figure fits its column: no sideways scroll
+        wide = [f"{f['src']}: {f['width']:.0f} px in a {f['box']} px column" for f in figures
+                if f["width"] > f["box"] + 0.5]
+        assert not wide, f"{docname}: figures wider than the column at 1280 px: {wide}"
     unlinked = [f["src"] for f in figures if f["link"] != f["url"]]
     assert not unlinked, f"{docname}: figures that do not open at full size on a click: {unlinked}"
 
