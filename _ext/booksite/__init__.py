@@ -10,7 +10,8 @@ One module per concern; each module's docstring says what it does and why:
   in the log); the private members of nbclient and jupyter_client it patches, and why.
 * :mod:`booksite.times` -- the `{chapter-times}` directive: measured execution times.
 * :mod:`booksite.pages` -- each inline script once, no `fontawesome.js`, 256-colour PNGs,
-  phone-width figures that scroll sideways, math in search snippets.
+  figures whose smallest text stays at least 9 CSS px (scrolling sideways on a phone when
+  needed) and open full size on a click, math in search snippets.
 * :mod:`booksite.search` -- search results ranked by section: a page's or section's title, a
   definition or a defined term that matches comes first, linked to its anchor, with a snippet
   from that section (``_static/book-search-index.js``, ``book-search.js``).
@@ -35,7 +36,7 @@ from .launch import launch_exported_notebooks, publish_notebooks
 from .pdf import html_writers_for_singlehtml
 from .release import set_version
 from .search import setup_search
-from .pages import (add_static, add_templates, dedupe_scripts, mark_wide_figures,
+from .pages import (add_static, add_templates, box_figures, dedupe_scripts, legible_figures,
                     palette_images, redirect_page, search_page_assets, explorer_assets,
                     explorer_frames)
 from .times import ChapterTimes, ChapterTimesTransform, chapter_times_node, pages_with_times
@@ -61,8 +62,9 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", search_page_assets)
     app.connect("html-page-context", explorer_frames, priority=400)  # before explorer_assets
     app.connect("html-page-context", explorer_assets)
+    app.connect("html-page-context", legible_figures)
     app.connect("html-page-context", launch_exported_notebooks, priority=600)  # after the theme
-    app.connect("doctree-resolved", mark_wide_figures)
+    app.connect("doctree-resolved", box_figures)
     app.connect("build-finished", palette_images)
     app.connect("build-finished", redirect_page, priority=400)  # before sphinx-external-toc's
     app.connect("build-finished", publish_notebooks)

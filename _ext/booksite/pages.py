@@ -1,4 +1,4 @@
-"""Page assets: each inline script once, lighter images, phone-width figures, search.
+"""Page assets: each inline script once, lighter images, legible figures, search.
 
 **Each inline script once.** With Sphinx 7.4, inline scripts that extensions add after the
 builder starts are registered twice (once with filename None, once with ''), so every page
@@ -11,12 +11,15 @@ stored as 256-colour palettes (matplotlib's line plots use a few thousand anti-a
 shades; the palette version looks the same and is about a third of the size). Together they
 keep every chapter page, with everything it loads, under 3.1 MB (tests/site/test_browser.py).
 
-**Phone-width layout and search snippets.** `booksite.css` (all pages) lets wide figures keep
-a legible height at phone width and scroll sideways in their own box; `search-snippets.js`
+**Figures a reader can read, and search snippets.** Each PNG figure sits in a box that scrolls
+sideways and carries a CSS min-width that keeps its smallest text at least 9 CSS px (from the
+text size :mod:`maxmargin.book.legibility` records in the PNG), so it shrinks to the column only
+down to that width; a click on it opens the PNG at full size (`legible_figures`;
+tests/site/test_figure_text.py measures every figure at 1280 and 390 px). `search-snippets.js`
 (search page) shows math in search results as text instead of raw TeX delimiters (the ranking
 by section is :mod:`booksite.search`'s);
-`scroll-hints.js` (all pages) marks the tables that scroll sideways in their box, which
-`booksite.css` then labels ("swipe for more columns"); the general index stacks its columns.
+`scroll-hints.js` (all pages) marks the tables and figures that scroll sideways in their box,
+which `booksite.css` then labels ("swipe for more columns"); the general index stacks its columns.
 
 **Explorers without a kernel.** `explorer.js` (about 2.5 kB, only on pages with an explorer twin)
 shows each `div.mm-explorer` that :func:`maxmargin.book.explore.interactive` wrote into the page
@@ -32,6 +35,7 @@ import base64
 import hashlib
 import html as htmllib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -40,7 +44,8 @@ from sphinx.application import Sphinx
 
 STATIC = Path(__file__).parent / "static"
 TEMPLATES = Path(__file__).parent / "templates"
-WIDE_ASPECT = 1.9          # width / height from which a figure is treated as multi-panel
+MIN_TEXT_PX = 9.0          # CSS px: a figure's smallest text on the site (as maxmargin.book.legibility)
+TEXT_PX_KEY = "smallest-text-px"   # the PNG text chunk maxmargin.book.legibility writes
 
 
 def dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -99,25 +104,61 @@ def explorer_assets(app, pagename, templatename, context, doctree) -> None:
         app.add_js_file("explorer.js", defer="defer")
 
 
-def mark_wide_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
-    """Give multi-panel figures the class `wide-figure` and a box that scrolls sideways."""
-    from PIL import Image
-
+def box_figures(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Give each PNG figure the class `book-figure` and a box that scrolls sideways."""
     for image in list(doctree.findall(nodes.image)):
         uri = image.get("uri", "")
-        if not uri.endswith(".png") or "://" in uri:
-            continue
-        path = Path(app.srcdir, uri)
-        if not path.exists():
-            continue
-        with Image.open(path) as png:
-            width, height = png.size
-        if width / height < WIDE_ASPECT:
+        if not uri.endswith(".png") or "://" in uri or not Path(app.srcdir, uri).exists():
             continue
         box = nodes.container(classes=["figure-scroll"])
         image.parent.replace(image, box)  # not replace_self: it would copy the image's classes
         box += image
-        image["classes"].append("wide-figure")
+        image["classes"].append("book-figure")
+
+
+FIGURE_IMG = re.compile(r'<img (?P<attrs>[^>]*?class="(?:[^"]* )?book-figure(?: [^"]*)?"[^>]*?)'
+                        r'\s*/?>')
+SRC = re.compile(r'\bsrc="([^"]+)"')
+
+
+def legible_figures(app, pagename, templatename, context, doctree) -> None:
+    """Each figure at least 9 CSS px in its smallest text, and a link to it at full size.
+
+    The PNG's text chunk ``smallest-text-px`` (written by :mod:`maxmargin.book.legibility`)
+    becomes the image's ``data-text-px`` and a CSS ``min-width`` of natural width x 9 /
+    text px: the figure shrinks to the column down to that width, and a narrower column (a
+    phone) scrolls it sideways in its box. Each figure is a link to its PNG (a click opens it
+    full size).
+    """
+    body = context.get("body") or ""
+    if "book-figure" not in body:
+        return
+    sources = {Path(dest).name: uri for uri, dest in app.builder.images.items()}
+
+    def annotate(match):
+        attrs = match.group("attrs")
+        src = SRC.search(attrs).group(1)
+        uri = sources.get(Path(src).name)
+        extra = ""
+        if uri is not None:
+            width, text_px = figure_text(Path(app.srcdir, uri))
+            if text_px is not None:
+                extra = f' data-text-px="{text_px:g}" data-natural-width="{width}"'
+                if math.isfinite(text_px):
+                    extra += f' style="min-width: {math.ceil(width * MIN_TEXT_PX / text_px)}px"'
+        return (f'<a class="reference internal image-reference figure-full" href="{src}" '
+                f'title="Open the figure at full size"><img {attrs}{extra} /></a>')
+
+    context["body"] = FIGURE_IMG.sub(annotate, body)
+
+
+def figure_text(path: Path) -> tuple[int, float | None]:
+    """A figure PNG's width (px) and smallest text (image px), None when not recorded."""
+    from PIL import Image
+
+    with Image.open(path) as png:
+        value = getattr(png, "text", {}).get(TEXT_PX_KEY)
+        return png.size[0], None if value is None else float(value)
 
 
 def add_static(app: Sphinx) -> None:

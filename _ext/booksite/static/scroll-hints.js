@@ -1,9 +1,10 @@
-// Tables wider than the text column scroll sideways in their own box; a box that does scroll
-// gets the class "scrolls", and booksite.css then says so under it ("swipe for more columns").
+// Tables and figures wider than the text column scroll sideways in their own box; a box that
+// does scroll gets the class "scrolls", and booksite.css then says so under it ("swipe for more
+// columns", "swipe for the rest of the figure").
 // Re-checked when the window changes size. About 0.5 kB, the book's own (no library).
 (function () {
   function mark() {
-    document.querySelectorAll(".pst-scrollable-table-container").forEach(function (box) {
+    document.querySelectorAll(".pst-scrollable-table-container, .figure-scroll").forEach(function (box) {
       box.classList.toggle("scrolls", box.scrollWidth > box.clientWidth + 1);
     });
   }
@@ -13,4 +14,5 @@
     mark();
   }
   window.addEventListener("resize", mark);
+  window.addEventListener("load", mark);   // a figure's width is known once its image has loaded
 })();

@@ -1,7 +1,8 @@
 """maxmargin.book: the book's figures and explorers, kept apart from the library's mathematics.
 
-``plots`` holds the figure style and the generic drawing helpers, ``explore`` the live explorers
-and their static twins, ``landscape`` the risk grids and GD basins behind the figures, and
+``plots`` holds the figure style and the generic drawing helpers, ``legibility`` the figures'
+text size on the site (small text raised, the smallest recorded in the PNG), ``explore`` the
+live explorers and their static twins, ``landscape`` the risk grids and GD basins behind the figures, and
 ``ch02`` ... ``ch07`` what only that chapter draws, ``source`` the source of a library function
 as a code block (the plain reference ``mm.reference`` next to the equation it computes), ``tables``
 a chapter's results as small tables with the digits that matter.
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["plots", "explore", "landscape", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07",
-           "source", "tables"]
+__all__ = ["plots", "legibility", "explore", "landscape", "ch02", "ch03", "ch04", "ch05", "ch06",
+           "ch07", "source", "tables"]
 
 
 def __getattr__(name: str):

@@ -54,8 +54,12 @@ STYLE = {
 
 
 def use_book_style() -> None:
-    """Apply the book's matplotlib style globally (call once at the top of a chapter)."""
+    """Apply the book's matplotlib style globally (call once at the top of a chapter); in a
+    kernel, figures are then shown with text a reader can read (:mod:`.legibility`)."""
+    from . import legibility
+
     plt.rcParams.update(STYLE)
+    legibility.install()
 
 
 @contextmanager
