@@ -412,12 +412,13 @@ def test_phone_width_index_and_table_hints(browser, site_url):
         assert ("swipe" in t["hint"]) == t["scrolls"], t
 
 
-# Each check cell of a page: is its code hidden (inside a closed <details>), the label of the
-# toggle, and whether it has output; the whole page's visible text (what a reader can read).
+# Each check cell of a page: is its code hidden (inside a closed <details>, not rendered: a
+# closed <details> keeps its content's boxes in Chromium, so getClientRects cannot tell) and the
+# label of its toggle.
 CHECK_CELLS = """() => Array.from(document.querySelectorAll('div.cell.tag_check')).map(cell => {
   const input = cell.querySelector('.cell_input');
   const details = input && input.closest('details');
-  return {hidden: !input || input.getClientRects().length === 0,
+  return {hidden: !input || (details !== null && !details.open && !input.checkVisibility()),
           toggle: details && details.parentElement === cell
                   ? details.querySelector('summary').innerText.trim() : null};
 })"""
