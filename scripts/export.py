@@ -469,7 +469,7 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     nothing is left of it and it has no metadata), except that a solution is cut out of it
     into a cell of its own: solutions are folded away (:func:`_solutions_apart`). A code cell
     tagged ``glue`` (hidden on the site: it glues the numbers of the check before it) is left
-    out; one tagged ``hide-input`` (the checks, folded on the site) is folded (:func:`_fold`).
+    out; one tagged ``check`` or ``hide-input`` (folded on the site) is folded (:func:`_fold`).
     A figure code cell is followed by a new markdown cell with its number
     and caption, and the citations become a last markdown cell with the reference list.
     Raises :class:`ExportError` (a ``ValueError``) on a construct it cannot convert or a
@@ -485,7 +485,7 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
         tags = cell.metadata.get("tags", [])
         if cell.cell_type == "code" and GLUE_TAG in tags:
             continue              # run on the site only: it glues the check's numbers
-        if cell.cell_type == "code" and FOLDED in tags:
+        if cell.cell_type == "code" and FOLDED & set(tags):
             _fold(cell)
         if cell.cell_type == "markdown":
             cell.source = _tidy(conv.convert(cell.source))
@@ -516,8 +516,9 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
 SOLUTION_SUMMARY = "Show the solution"
 # The book's tag of a cell that only glues a check's numbers into the prose (hidden on the site
 # by myst-nb's `remove-cell`; left out of the notebook, which fills the numbers in itself), and
-# myst-nb's tag of a cell whose code the site folds (folded in the notebook too).
-GLUE_TAG, FOLDED = "glue", "hide-input"
+# the tags of the cells whose code the notebook folds: what the site folds (myst-nb's
+# `hide-input`) and every check (the intro's is hidden on the site, not folded there).
+GLUE_TAG, FOLDED = "glue", {"hide-input", "check"}
 
 
 def _fold(cell: nbformat.NotebookNode) -> None:

@@ -84,8 +84,7 @@ def test_exported_notebook_holds_no_glue(source):
     assert not re.search(r"myst", install.source, re.I), "the install cell installs myst-nb"
     glued = [i for i, c in enumerate(cells[1:], 1) if GLUE_CALL.search(c.source)]
     assert not glued, f"{source.name}: code cells {glued} of the export glue or import myst_nb"
-    checks = {c.source for c in code(read_notebook(source))
-              if "check" in tags(c) and "remove-cell" not in tags(c)}
+    checks = {c.source for c in code(read_notebook(source)) if "check" in tags(c)}
     unfolded = [i for i, c in enumerate(cells) if c.source in checks
                 and not (c.metadata.get("jupyter", {}).get("source_hidden")
                          and c.metadata.get("cellView") == "form")]
