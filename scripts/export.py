@@ -467,7 +467,9 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     link to the page on the site (``html: baseurl``), else to their source in the repository.
     Cells keep their order, type and code; a markdown cell stays one cell (dropped only when
     nothing is left of it and it has no metadata), except that a solution is cut out of it
-    into a cell of its own: solutions are folded away (:func:`_solutions_apart`).
+    into a cell of its own: solutions are folded away (:func:`_solutions_apart`). A code cell
+    tagged ``glue`` (hidden on the site: it glues the numbers of the check before it) is left
+    out; one tagged ``check`` or ``hide-input`` (folded on the site) is folded (:func:`_fold`).
     A figure code cell is followed by a new markdown cell with its number
     and caption, and the citations become a last markdown cell with the reference list.
     Raises :class:`ExportError` (a ``ValueError``) on a construct it cannot convert or a
@@ -480,6 +482,11 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
     cells = []
     figures = 0
     for cell in new.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code" and GLUE_TAG in tags:
+            continue              # run on the site only: it glues the check's numbers
+        if cell.cell_type == "code" and FOLDED & set(tags):
+            _fold(cell)
         if cell.cell_type == "markdown":
             cell.source = _tidy(conv.convert(cell.source))
             if cell.metadata.get("export", {}).get("solution"):
@@ -507,14 +514,25 @@ def plain_notebook(nb: nbformat.NotebookNode, docname: str, values: dict, *,
 
 
 SOLUTION_SUMMARY = "Show the solution"
+# The book's tag of a cell that only glues a check's numbers into the prose (hidden on the site
+# by myst-nb's `remove-cell`; left out of the notebook, which fills the numbers in itself), and
+# the tags of the cells whose code the notebook folds: what the site folds (myst-nb's
+# `hide-input`) and every check (the intro's is hidden on the site, not folded there).
+GLUE_TAG, FOLDED = "glue", {"hide-input", "check"}
+
+
+def _fold(cell: nbformat.NotebookNode) -> None:
+    """Collapse a code cell's source, its outputs left in view: ``jupyter.source_hidden`` for
+    JupyterLab, Notebook 7 and VS Code; ``cellView: form`` for Colab."""
+    cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    cell.metadata["cellView"] = "form"
 
 
 def _solutions_apart(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
     """The cells of ``nb`` with each solution folded away, as the site's closed dropdown: its
     Markdown a cell of its own (metadata ``export.solution``, wrapped by :func:`_folded` in a
     ``<details>`` block after the heading), its code cells' source collapsed
-    (``jupyter.source_hidden`` for JupyterLab, Notebook 7 and VS Code; ``cellView: form`` for
-    Colab). The rest of a cut Markdown cell stays one cell per side of the solution."""
+    (:func:`_fold`). The rest of a cut Markdown cell stays one cell per side of the solution."""
     from gates import pieces
 
     cells: list[nbformat.NotebookNode] = []
@@ -534,8 +552,7 @@ def _solutions_apart(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
         if solution:
             cell.metadata.setdefault("export", {})["solution"] = piece.label
             if cell.cell_type == "code":
-                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
-                cell.metadata["cellView"] = "form"
+                _fold(cell)
         if (last is not None and cell.cell_type == "markdown" == last[0].cell_type
                 and last[1] == (piece.origin, solution)):
             last[0].source += "\n" + cell.source   # the text of one chapter cell stays one cell
@@ -564,7 +581,7 @@ def _tidy(text: str) -> str:
 
 # ----------------------------------------------------------------------------- install cell
 
-COLAB_MODULES = {"myst-nb": "myst_nb", "cvxpy": "cvxpy", "clarabel": "clarabel",
+COLAB_MODULES = {"cvxpy": "cvxpy", "clarabel": "clarabel",
                  "jupytext": "jupytext", "ipywidgets": "ipywidgets", "numpy": "numpy",
                  "scipy": "scipy", "torch": "torch", "matplotlib": "matplotlib",
                  "numba": "numba", "llvmlite": "llvmlite"}

@@ -19,6 +19,7 @@ class Cell:
     index: int
     source: str
     exercise: bool          # a stub, a solution cell or a check
+    glue: bool = False      # a hidden glue cell (tag `glue`): never in a reader's notebook
 
 
 def code_cells(nb) -> list[Cell]:
@@ -31,7 +32,7 @@ def code_cells(nb) -> list[Cell]:
             continue
         tags = cell.metadata.get("tags", [])
         cells.append(Cell(k, cell.source, STUB_TAG in tags or CHECK_TAG in tags
-                          or cell.source in solutions))
+                          or cell.source in solutions, "glue" in tags))
         k += 1
     return cells
 
@@ -186,10 +187,13 @@ def global_rng_uses(cells: list[Cell]) -> list[str]:
 
 def rebound_later(cells: list[Cell]) -> list[str]:
     """Cells that read a name a later cell binds again: re-run after the notebook, such a
-    cell computes with the later value (a loop variable `R`, a second `layer`, ...)."""
+    cell computes with the later value (a loop variable `R`, a second `layer`, ...). Glue
+    cells are not asked: they run once, in order, on the site, and no reader has them."""
     binds = [_bound(ast.parse(cell.source)) for cell in cells]
     problems = []
     for k, cell in enumerate(cells):
+        if cell.glue:
+            continue
         for name in sorted(_free_reads(ast.parse(cell.source))):
             later = next((cells[j].index for j in range(k + 1, len(cells))
                           if name in binds[j]), None)

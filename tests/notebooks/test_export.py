@@ -33,14 +33,19 @@ def first():
 
 def test_cells_keep_order_type_metadata_and_code(first):
     """Code cells are never merged, split or edited, and keep their metadata (the course
-    packs add nbgrader metadata before converting)."""
+    packs add nbgrader metadata before converting), but for the glue cells, left out, and the
+    folds: a solution's code and a check's (hide-input) gain what collapses them."""
     source = read_notebook(MINI / "chapters/01-first.md")
-    code_in = [(c.source, c.metadata) for c in source.cells if c.cell_type == "code"]
+    code_in = [(c.source, c.metadata) for c in source.cells if c.cell_type == "code"
+               and "glue" not in c.metadata.get("tags", [])]
     code_out = [(c.source, c.metadata) for c in first.cells if c.cell_type == "code"]
-    # the solution's code cell only gains what collapses it (JupyterLab, VS Code; Colab)
-    folded = {"export": {"solution": "ex-01-compute"}, "jupyter": {"source_hidden": True},
-              "cellView": "form"}
-    assert code_out == [(s, folded if s == "def f():\n    return 1" else m) for s, m in code_in]
+    # what collapses a cell's code (JupyterLab, Notebook 7, VS Code; Colab)
+    fold = {"jupyter": {"source_hidden": True}, "cellView": "form"}
+    solution = {"export": {"solution": "ex-01-compute"}, **fold}
+    check = {"tags": ["check", "hide-input"], **fold}
+    assert code_out == [(s, solution if s == "def f():\n    return 1" else
+                         check if "check" in m.get("tags", []) else m) for s, m in code_in]
+    assert not any("glue" in s for s, _ in code_out), "a glue cell was exported"
     tagged = source.cells[1]
     tagged.metadata["nbgrader"] = {"grade": True, "points": 2}
     out = export.plain_notebook(source, "chapters/01-first", VALUES, root=MINI)
@@ -193,7 +198,9 @@ def test_install_cell_on_linux_takes_the_cpu_wheel_first(monkeypatch):
     spec = f'"maxmargin[book] @ git+{config["repo_url"]}@{config["branch"]}"'
     # every pin a reader's notebook runs on, none of the site's or the tests' (constraints.txt)
     exact = " ".join(f"{name}=={version}" for name, version in config["pins"].items())
-    assert "numpy==" in exact and "myst-nb==" in exact and "llvmlite==" in exact
+    assert "numpy==" in exact and "llvmlite==" in exact
+    # the notebooks glue nothing (their glue cells are left out): no myst-nb, no Sphinx with it
+    assert "myst-nb" not in exact
     assert "sphinx" not in exact and "pytest" not in exact and "jupyterlab" not in exact
     lines = run_install_cell(monkeypatch, installed=False, colab=False, platform="linux")
     assert lines == [
@@ -213,7 +220,8 @@ def test_install_cell_on_colab_keeps_colab_packages(monkeypatch):
                         f'@{config["branch"]}"')
     assert lines[1] == ("%pip install -q " + " ".join(
         f"{name}=={pins[name]}" for name in pins
-        if name in ("cvxpy", "clarabel", "jupytext", "myst-nb")))
+        if name in ("cvxpy", "clarabel", "jupytext")))
+    assert "myst" not in lines[1]
     assert "torch" not in lines[1] and "numpy" not in lines[1]
 
 

@@ -87,3 +87,12 @@ def test_a_name_bound_again_later_is_flagged():
                   "def at(run, R):\n    return R")
     assert rebound_later(code_cells(nb)) == [
         "code cell 1 reads 'R', which code cell 2 binds again"]
+
+
+def test_a_glue_cell_may_read_a_name_bound_again_later():
+    """A glue cell (hidden on the site, left out of the notebook) runs once, in order: it is
+    not re-run by a reader, so reading a name that a later cell rebinds is no problem there."""
+    nb = notebook("R = 16.0", ("glue('05-r', R, display=False)", ["glue", "remove-cell"]),
+                  "print(R * 2)", "for R in [1, 2]:\n    print(R)")
+    assert rebound_later(code_cells(nb)) == [
+        "code cell 2 reads 'R', which code cell 3 binds again"]

@@ -447,3 +447,49 @@ def test_phone_width_index_and_table_hints(browser, site_url):
     assert any(t["scrolls"] for t in phone_tables), "no table scrolls on the landing page at 390 px"
     for t in phone_tables + desktop_tables:
         assert ("swipe" in t["hint"]) == t["scrolls"], t
+
+
+# Each check cell of a page: is its code hidden (inside a closed <details>, not rendered: a
+# closed <details> keeps its content's boxes in Chromium, so getClientRects cannot tell) and the
+# label of its toggle.
+CHECK_CELLS = """() => Array.from(document.querySelectorAll('div.cell.tag_check')).map(cell => {
+  const input = cell.querySelector('.cell_input');
+  const details = input && input.closest('details');
+  return {hidden: !input || (details !== null && !details.open && !input.checkVisibility()),
+          toggle: details && details.parentElement === cell
+                  ? details.querySelector('summary').innerText.trim() : null};
+})"""
+
+
+@pytest.mark.parametrize("docname", [d for d in toc_docnames() if d.startswith("chapters/0")])
+def test_checks_are_folded_and_no_glue_is_shown(docname, browser, site_url):
+    """Every check cell's code is folded behind "Show code cell source", one click shows it,
+    and no text a reader can see (folded or not) holds a glue( call or myst_nb. Bug caught
+    (issue 39): the checks were shown open, ending in up to seven lines of glue(...)."""
+    visible = [c for c in read_notebook(source_path(docname)).cells
+               if "check" in c.metadata.get("tags", [])
+               and "remove-cell" not in c.metadata.get("tags", [])]
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
+    try:
+        open_settled(page, f"{site_url}/{docname}.html")
+        checks = page.evaluate(CHECK_CELLS)
+        assert len(checks) == len(visible), (len(checks), len(visible))
+        shown = [i for i, c in enumerate(checks) if not c["hidden"]]
+        assert not shown, f"{docname}: check cells {shown} show their code"
+        assert {c["toggle"] for c in checks} == {"Show code cell source"}, checks
+        text = page.evaluate("() => document.body.innerText")
+        assert "glue(" not in text and "myst_nb" not in text
+        first = page.locator("div.cell.tag_check").first
+        first.locator("summary").first.click()
+        assert first.locator(".cell_input").is_visible(), "one click does not show the check"
+        first.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshot_path(docname, "check-opened")))
+        opened = page.evaluate("""() => {
+          document.querySelectorAll('div.cell.tag_check details').forEach(d => { d.open = true; });
+          return document.body.innerText; }""")
+        assert "glue(" not in opened and "myst_nb" not in opened, \
+            f"{docname}: an opened check shows glue"
+    finally:
+        context.close()

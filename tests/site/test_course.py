@@ -94,9 +94,11 @@ def test_course_packs(source, packs):
     instructor = load(packs / "instructor" / f"{source.stem}.ipynb")
     student_text = text_of(student)
 
-    chapter_code = [c.source for c in nb.cells if c.cell_type == "code"]
+    chapter_code = [c.source for c in nb.cells if c.cell_type == "code"
+                    and "glue" not in c.metadata.get("tags", [])]
     assert is_subsequence(chapter_code, [c.source for c in instructor.cells]), \
-        "the instructor notebook must hold every code cell of the chapter, in order"
+        "the instructor notebook must hold every code cell of the chapter but its glue cells, " \
+        "in order"
     assert all(not c.get("outputs") for c in student.cells + instructor.cells), "packs have outputs"
     left = [m for m in SOLUTION_MARKERS if m in student_text]
     assert not left, f"solution directives left in the student notebook: {left}"
@@ -180,6 +182,27 @@ def test_sample_is_split_at_the_gates(packs):
     assert "Subtract the largest entry first" not in student
     assert "e = np.exp(a - a.max())" not in student
     assert "shows attention concentrating on one token" in student
+
+
+def test_packs_hold_no_glue(packs):
+    """No code cell of any pack calls myst-nb's glue or imports myst_nb; the checks' code is
+    folded. Bug caught: every check cell ended in glue(...) calls that do nothing in a pack
+    (the numbers are already in its prose), and the packs' first cells imported myst_nb, so
+    students had to install myst-nb (and Sphinx, docutils, jupyter-cache, SQLAlchemy with it)."""
+    checks = {c.source for source in SOURCES for c in read_notebook(source).cells
+              if "check" in c.metadata.get("tags", [])}
+    found, unfolded = [], []
+    for path in sorted(packs.rglob("*.ipynb")):
+        for i, cell in enumerate(load(path).cells):
+            if cell.cell_type != "code":
+                continue
+            if re.search(r"\bglue\(|myst_nb", cell.source):
+                found.append(f"{path.relative_to(packs)} cell {i}: {cell.source[:80]!r}")
+            if cell.source in checks and not (cell.metadata.get("jupyter", {}).get("source_hidden")
+                                              and cell.metadata.get("cellView") == "form"):
+                unfolded.append(f"{path.relative_to(packs)} cell {i}")
+    assert not found, "glue in the packs:\n" + "\n".join(found[:20])
+    assert checks and not unfolded, "check cells not folded:\n" + "\n".join(unfolded[:20])
 
 
 def test_packs_show_no_myst(packs):
@@ -538,13 +561,14 @@ def test_documented_install_lines_bring_what_the_notebooks_import(doc, course_di
     """Each documented install line, resolved by pip against the index, brings a distribution
     for every module the pack notebooks import (and the library modules they import, lazily
     too), and the tools the line is for. Bug caught: teaching.md's JupyterHub line installed
-    the wheel without [book] (no Matplotlib, no myst-nb: autograde gave the chapter 7 solution
-    1 of 2 points with 26 errors)."""
+    the wheel without [book] (no Matplotlib: autograde gave the chapter 7 solution 1 of 2
+    points with 26 errors). The notebooks no longer import myst-nb (their glue cells are left
+    out), so none of the lines needs to bring it."""
     args, cwd, tools = documented_installs(course_dir)[doc]
     notebooks = sorted((course_dir / "instructor").glob("*.ipynb"))
     modules = imported_modules([c.source for p in notebooks for c in load(p).cells
                                 if c.cell_type == "code"]) | tools
-    assert {"matplotlib", "myst_nb", "numpy", "torch"} <= modules, modules
+    assert {"matplotlib", "numpy", "torch"} <= modules and "myst_nb" not in modules, modules
     resolved = {}
     for line in args:
         resolved |= resolve(line, cwd)

@@ -296,3 +296,19 @@ def test_no_screen_only_controls_or_words(pdfs):
         text = re.sub(r"\s+", " ", pdfs[name][1])
         found = {phrase: text.count(phrase) for phrase in SCREEN_ONLY if phrase in text}
         assert not found, (name, found)
+
+
+def test_checks_are_printed_without_their_glue(pdfs):
+    """The PDF prints the checks' code (the site folds it; the print opens it: the book's first
+    40 assert lines are found) and never a glue call: the glue cells are hidden. Bug caught (issue 39): the checks ended in lines of
+    glue(...) that were printed in the PDF."""
+    for name in ("full", "no-solutions"):
+        text = re.sub(r"\s+", " ", pdfs[name][1])
+        assert "glue(" not in text and "myst_nb" not in text, name
+        asserts = [re.sub(r"\s+", " ", line)[:24] for source in chapter_notebooks()
+                   for cell in read_notebook(source).cells
+                   if "check" in cell.metadata.get("tags", [])
+                   and "remove-cell" not in cell.metadata.get("tags", [])
+                   for line in cell.source.splitlines() if line.startswith("assert ")][:40]
+        missing = [a for a in asserts if a not in text]
+        assert asserts and not missing, (name, missing)
