@@ -49,7 +49,8 @@ _TOKEN = re.compile(r"""(?P<command>\\[A-Za-z]+\*?|\\[,;:!| ])
 PLAIN_TEXT_MATHS = re.compile(r"""\|\|[^|]*\|\|
     | \|[^|\s][^|]{0,40}\|
     | [\w)\]}]\^[\w{(*-]
-    | \b[A-Za-z]_\{
+    | [A-Za-z)\]]_\{
+    | \bL\*
     | \b[A-Za-z]_[A-Za-z0-9]{1,4}\b
     | \b(?:sum|max|min|argmax|argmin|prod)_\w
     | \b(?:argmin|argmax|sqrt)\b

@@ -47,6 +47,11 @@ def launch_exported_notebooks(app, pagename, templatename, context, doctree) -> 
     page at its exported notebook."""
     source = Path(app.env.doc2path(pagename)).relative_to(app.srcdir).as_posix()
     for group in context.get("header_buttons", []):
+        if any(b.get("label") == "download-notebook-button" for b in group.get("buttons", [])):
+            # a notebook page's MyST source holds the build's glue cells, which no reader
+            # should meet (issue 39): the page offers the exported notebook and the PDF only
+            group["buttons"] = [b for b in group["buttons"]
+                                if b.get("label") != "download-source-button"]
         for button in group.get("buttons", []):
             url = button.get("url", "")
             if button.get("label") == "download-notebook-button":

@@ -1,4 +1,4 @@
-"""Loss functions l(x) of the margin x = Y f(X), with their derivatives.
+"""Loss functions `l(x)` of the margin `x = Y f(X)`, with their derivatives.
 
 All three satisfy the paper's loss assumption (strictly decreasing, differentiable, with a bounded
 Lipschitz derivative on bounded intervals). Values are computed in overflow-free forms; a loss whose
@@ -24,11 +24,11 @@ def expit(x):
 
 @dataclass(frozen=True)
 class Loss:
-    """A margin loss: ``value(x)`` is l(x), ``derivative(x)`` is l'(x) (< 0); elementwise.
+    """A margin loss: ``value(x)`` is `l(x)`, ``derivative(x)`` is `l'(x) < 0`; elementwise.
 
     ``torch_value`` and ``torch_derivative`` are the same formulas on float64 tensors, for the
     training loops (a test checks that the two backends agree). ``log_value`` and ``log_slope``
-    (numpy) are log l(x) and log(-l'(x)), given by losses whose value or slope overflows float64
+    (numpy) are `log l(x)` and `log(-l'(x))`, given by losses whose value or slope overflows float64
     at finite margins (None otherwise).
 
     The built-in losses are ``LOGISTIC``, ``EXPONENTIAL`` and ``CORRELATION``, by name in
@@ -37,10 +37,10 @@ class Loss:
     Attributes
     ----------
     name : the name, e.g. "logistic".
-    formula : l(x) written with ``log``, ``exp`` and ``x`` only, e.g. "log(1 + exp(-x))".
-    value, derivative : numpy functions, l(x) and l'(x) elementwise.
+    formula : `l(x)` written with ``log``, ``exp`` and ``x`` only, e.g. "log(1 + exp(-x))".
+    value, derivative : numpy functions, `l(x)` and `l'(x)` elementwise.
     torch_value, torch_derivative : the same on float64 tensors.
-    log_value, log_slope : numpy functions log l(x) and log(-l'(x)), or None (the default).
+    log_value, log_slope : numpy functions `log l(x)` and `log(-l'(x))`, or None (the default).
 
     Examples
     --------

@@ -6,7 +6,7 @@ Shapes: ``X`` is (n, T, d), ``Y`` is (n,) in {-1, +1}, ``v`` is (d,), ``W`` is (
 The logit of token t in sequence i is ``x_it^T W p = k_it^T p`` with key ``k_it = W^T x_it``; the
 token score is ``gamma_it = Y_i v^T x_it``, and ``Y_i f(X_i) = sum_t s_it gamma_it``.
 
-The excess risk L(p) - L* measures how far a prompt is from the risk's lower bound L*; it is
+The excess risk `L(p) - L*` measures how far a prompt is from the risk's lower bound `L*`; it is
 evaluated here over the families of prompts the book draws: a grid in the (p1, p2) plane, rays
 R u, and the circle of radius R in that plane.
 """
@@ -536,10 +536,10 @@ def _contract_scaled(dlogits: np.ndarray, X: np.ndarray, Z: np.ndarray) -> np.nd
 def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
     """The lower bound `L* = (1/n) sum_i loss(max_t gamma_it)` of the risk at every p.
 
-    L* is the infimum of the risk when ATT-SVM(opt) is feasible (some p ranks every optimal token
+    `L*` is the infimum of the risk when ATT-SVM(opt) is feasible (some p ranks every optimal token
     strictly first; unique optimal tokens, strictly decreasing continuous loss), and then it is
     approached only as `||p|| -> inf` and reached by no finite p. Otherwise the infimum is strictly
-    larger than L* (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
+    larger than `L*` (e.g. when an optimal key lies in the convex hull of its sequence's other keys).
 
     Parameters
     ----------
@@ -548,14 +548,14 @@ def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
 
     Returns
     -------
-    float : L*.
+    float : `L*`.
 
     Raises
     ------
     ValueError : a shape is wrong (X not (n, T, d) with n, d >= 1 and T >= 2, Y not (n,),
         v not (d,)), a label is not -1 or +1, or a value is NaN or inf; the message names
         the argument.
-        A score or L* beyond float64 names v; an unknown loss name names
+        A score or `L*` beyond float64 names v; an unknown loss name names
         loss.
     TypeError : X, Y or v is None, complex or not numeric, or ``loss`` is neither a string nor a
         ``Loss``.
@@ -577,7 +577,7 @@ def optimal_risk(X, Y, v, *, loss: str | Loss = "logistic") -> float:
 
 
 def excess_risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndarray:
-    """Excess risk L(p) - L* (see :func:`optimal_risk`), shape (...) for p of shape (..., d).
+    """Excess risk `L(p) - L*` (see :func:`optimal_risk`), shape (...) for p of shape (..., d).
 
     Parameters
     ----------
@@ -588,8 +588,8 @@ def excess_risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
 
     Returns
     -------
-    (...) array : L(p) - L* at each prompt, >= 0; for the built-in losses accurate to a few
-        units of roundoff relative to itself, also where L(p) and L* agree to every digit
+    (...) array : `L(p) - L*` at each prompt, `>= 0`; for the built-in losses accurate to a few
+        units of roundoff relative to itself, also where `L(p)` and `L*` agree to every digit
         (computed from the deficit of each margin, not as a difference of risks).
 
     Raises

@@ -60,7 +60,7 @@ W_NORMS = ("frobenius", "nuclear", "spectral", "l1", "linf")
 NORM_TOL = 1e-6
 
 #: The optimal face of a non-strictly convex norm (`l_1`, `l_inf`, spectral) is taken as
-#: N(x) <= opt (1 + CANONICAL_SLACK) in the second (least-Frobenius) solve.
+#: ``N(x) <= opt * (1 + CANONICAL_SLACK)`` in the second (least-Frobenius) solve.
 CANONICAL_SLACK = 1e-8
 
 _NOT_UNIQUE = ("l1", "linf", "spectral")

@@ -15,7 +15,7 @@ key-query matrix W (d, e), the logits being `a_it = x_it^T W z_i` with queries `
 * "adam":     PyTorch's Adam (betas, eps, bias correction, no weight decay);
 * "polyak":   a step of length `(L - L*) / ||grad L||_F` along `-G / ||G||_F`, `L*` the risk with every
               sequence attending only to its current top token; an "ngd" step of lr where
-              L - L* <= 0 (counted in ``fallbacks``).
+              `L - L* <= 0` (counted in ``fallbacks``).
 
 With e = 1 and every query 1 (queries (n, 1) of ones), W (d, 1) is the prompt p of the paper and
 "gd" / "ngd" are :func:`~maxmargin.gd` (plain / normalized) on p.
@@ -69,8 +69,8 @@ class OptimizerTrajectory:
         tokens): the gradient is `e^c` times a matrix of order one, so -c is about the smallest gap.
     log_grad_norm : (R, M) `log ||grad L||_F`, finite where the gradient itself underflows
         (-inf only where it is exactly 0).
-    log_excess : (R, M) log(L - L*) with L* the risk at the current top tokens (exact at any
-        gap), NaN where L - L* <= 0.
+    log_excess : (R, M) `log(L - L*)` with `L*` the risk at the current top tokens (exact at any
+        gap), NaN where `L - L* <= 0`.
     steps : (R,) the step index of each record.
     fallbacks : (M,) how many steps of "polyak" fell back to an NGD step of lr (0 otherwise).
     method, lr, p, betas, eps : the settings (p None unless "md"; betas, eps None unless "adam").

@@ -26,7 +26,7 @@ Where the engines compute differently, and why (one line each):
   the logits see W only through W p; the iterates are the same up to rounding.
 * ``mm.optimizers.descend`` (mirror_step, sign_step, spectral_step, adam_step, polyak_step
   here): the gradient divided by its scale `e^c` (exactstep), norms taken after dividing by the
-  largest entry, Adam's moments in a running unit, L - L* from exact differences.
+  largest entry, Adam's moments in a running unit, `L - L*` from exact differences.
 * the compiled engine (_compiled.py, numba): the same steps as loops, the same rounding bounds.
 * ``mm.att_svm``, ``mm.v_svm``, ``mm.w_svm`` (svm.py): Lawson-Hanson's NNLS on a working set and a
   KKT certificate instead of a generic conic solver; with a shared query the W-SVM's closed form
@@ -199,7 +199,7 @@ def gd_W_step(X, Y, v, W, queries, lr, *, loss="logistic", normalized=False, eps
 
 def gd_joint_step(X, Y, v, p, lr, *, normalized, W=None, loss="logistic", eps_v=1e-12,
                   eps_p=1e-12):
-    """(v, p)_{k+1} from (v, p): one joint step, each gradient normalized on its own, VP of (d,)
+    """`(v, p)_{k+1}` from `(v, p)`: one joint step, each gradient normalized on its own, VP of (d,)
     each; what ``mm.gd_joint`` iterates. Chapter 6, joint training."""
     g_v = risk_grad_v(X, Y, v, p, W=W, loss=loss)
     g_p = risk_grad(X, Y, v, p, W=W, loss=loss)      # both at the old (v, p)
@@ -209,7 +209,7 @@ def gd_joint_step(X, Y, v, p, lr, *, normalized, W=None, loss="logistic", eps_v=
 
 def gd_KQ_step(X, Y, v, K, Q, queries, lr, *, loss="logistic", normalized=False, eps=1e-12,
                reg=0.0):
-    """(K, Q)_{k+1} from (K, Q): one step on both factors at once, each normalized on its own,
+    """`(K, Q)_{k+1}` from `(K, Q)`: one step on both factors at once, each normalized on its own,
     KQ of (d, m) each; what ``mm.gd_KQ`` iterates. Chapter 7."""
     g_K, g_Q = risk_grad_KQ(X, Y, v, K, Q, queries, loss=loss, reg=reg)
     return KQ(descend(K, g_K, lr, normalized=normalized, eps=eps),

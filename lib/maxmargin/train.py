@@ -679,7 +679,7 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     Examples
     --------
     With one query p = (1, 0), normalized GD on W heads for `W^mm` of :func:`w_svm`, and the risk
-    approaches L* = log(1 + exp(-1)):
+    approaches `L* = log(1 + exp(-1))`:
 
     >>> X = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> run = mm.gd_W(X, [1.0], [1.0, 0.5], np.zeros((2, 2)), [1.0, 0.0], 100, 0.1, normalized=True)

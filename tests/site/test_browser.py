@@ -249,6 +249,30 @@ def test_library_reference_typesets_its_formulas(browser, site_url):
     assert not plain, f"{len(plain)} lines with plain-text maths:\n" + "\n".join(plain)
 
 
+# Formulas at phone width: an equation number's box against its formula's, and every formula
+# wider than its box (its typeset width, mjx-math's, against the box's): it must scroll
+# (overflow-x auto) and carry the "scrolls" mark that shows a shadow at the cut.
+PHONE_MATHS = """() => {
+  const covered = [], cut = [];
+  document.querySelectorAll('div.math').forEach(d => {
+    const no = d.querySelector(':scope > span.eqno'), mj = d.querySelector('mjx-container');
+    if (!no || !mj) return;
+    const a = no.getBoundingClientRect(), b = mj.getBoundingClientRect();
+    const inner = mj.firstElementChild ? mj.firstElementChild.getBoundingClientRect() : b;
+    const overlap = Math.min(a.right, inner.right) - Math.max(a.left, inner.left) > 1
+                    && Math.min(a.bottom, inner.bottom) - Math.max(a.top, inner.top) > 1;
+    if (overlap) covered.push(no.innerText.trim());
+  });
+  document.querySelectorAll('span.math, div.math').forEach(m => {
+    const formula = m.querySelector('mjx-math');   // scrollWidth counts a letter's overhang
+    if (!formula || formula.getBoundingClientRect().width <= m.clientWidth + 2) return;
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(m).overflowX);
+    if (!scrolls || !m.classList.contains('scrolls')) cut.push(m.innerText.slice(0, 40));
+  });
+  return {covered, cut};
+}"""
+
+
 @pytest.mark.parametrize("docname", toc_docnames())
 def test_phone_width(docname, browser, site_url):
     """At 390 px the page does not scroll sideways, and wide tables and figures scroll in their
@@ -260,9 +284,15 @@ def test_phone_width(docname, browser, site_url):
     try:
         open_settled(page, f"{site_url}/{docname}.html")
         layout = page.evaluate(PHONE_LAYOUT)
+        maths = page.evaluate(PHONE_MATHS)
         page.screenshot(path=str(screenshot_path(docname, "phone")), full_page=FULL_PAGE)
     finally:
         context.close()
+    # bugs caught (review R39): Eq. 1.4's number covered the end of its formula, and formulas
+    # wider than the column were cut off with nothing saying the rest is a swipe away
+    assert not maths["covered"], f"{docname}: equation numbers over their formula: {maths['covered']}"
+    assert not maths["cut"], f"{docname}: formulas cut off, not scrolling or not marked: " \
+        f"{maths['cut']}"
     assert layout["pageWidth"] <= layout["width"] + 1, \
         f"{docname}: the page is {layout['pageWidth']} px wide at {layout['width']} px"
     assert not layout["tables"], f"{docname}: tables wider than the page, not in a scrolling box: " \
@@ -491,5 +521,11 @@ def test_checks_are_folded_and_no_glue_is_shown(docname, browser, site_url):
           return document.body.innerText; }""")
         assert "glue(" not in opened and "myst_nb" not in opened, \
             f"{docname}: an opened check shows glue"
+        # the download menu offers no MyST source, whose glue cells a reader would read
+        # (bug caught, review R39: the ".md" item opened _sources/<page>.md)
+        page.click('button[aria-label="Download this page"]')
+        items = page.locator(".dropdown-download-buttons .dropdown-item")
+        labels = [items.nth(k).inner_text().strip() for k in range(items.count())]
+        assert ".ipynb" in labels and ".md" not in labels, labels
     finally:
         context.close()

@@ -12,6 +12,9 @@ formatter that :func:`install` registers (``plots.use_book_style`` calls it):
 * records the smallest text, in image px (points x dpi / 72), in the PNG's text chunk
   :data:`TEXT_PX_KEY`.
 
+A label's sub- and superscripts count at the size matplotlib draws them (0.7 of the font a level,
+:func:`script_scale`): a legend entry ``$p^{mm}$`` is raised until its "mm" is legible.
+
 The book's Sphinx extension (``_ext/booksite/pages.py``) reads that chunk and gives each figure a
 CSS min-width that keeps its text at least 9 CSS px (a wide figure then scrolls sideways on a
 phone), and tests/site/test_figure_text.py measures it in a browser.
@@ -25,26 +28,61 @@ COLUMN_PX = 672          # CSS px: the figure column at the 1280-px layout
 PHONE_COLUMN_PX = 342    # CSS px: the figure column at a 390-px viewport (measured in Chromium)
 PHONE_WHOLE_PX = 640     # image px: a figure up to this wide is one panel, shown whole on a phone
 TEXT_PX_KEY = "smallest-text-px"
+SCRIPT_SHRINK = 0.7      # matplotlib.mathtext: a sub- or superscript at 0.7 of its font size
+
+
+def script_scale(text: str) -> float:
+    """The size of the smallest glyphs of a label relative to its font size: matplotlib's
+    mathtext draws a sub- or superscript (``$p^{mm}$``, ``$W_k z_0$``) at 0.7 of the font
+    (``SHRINK_FACTOR``), a script of a script at 0.7 of that; 1 for a label without one."""
+    depth = 0
+    for k, math_part in enumerate(text.split("$")):
+        if k % 2 == 0:
+            continue                     # outside $...$: plain text
+        levels, level, script_next = [], 0, False
+        for i, char in enumerate(math_part):
+            escaped = i > 0 and math_part[i - 1] == "\\"
+            if char in "_^" and not escaped:
+                script_next = True
+                continue
+            inner = level + 1 if script_next else level
+            if char == "{" and not escaped:
+                levels.append(level)     # a group: its glyphs at ``inner``
+                level = inner
+            elif char == "}" and not escaped and levels:
+                level = levels.pop()
+            elif not char.isspace():
+                depth = max(depth, inner)
+            script_next = False
+    return SCRIPT_SHRINK ** depth
+
+
+def _visible_texts(fig):
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip()
+            and (t.axes is None or t.axes.get_visible())]
 
 
 def smallest_text_pt(fig) -> float:
-    """The smallest font size (points) of the visible, non-empty texts of ``fig`` (tick labels,
-    legends, annotations and colour bars included), as last drawn; inf when it has none."""
-    from matplotlib.text import Text
-
-    sizes = [t.get_fontsize() for t in fig.findobj(Text)
-             if t.get_visible() and t.get_text().strip()
-             and (t.axes is None or t.axes.get_visible())]
-    return min(sizes, default=float("inf"))
+    """The size (points) of the smallest glyphs among the visible, non-empty texts of ``fig``
+    (tick labels, legends, annotations and colour bars included), as last drawn: each text's
+    font size times :func:`script_scale` (its sub- and superscripts count); inf when it has
+    none."""
+    return min((t.get_fontsize() * script_scale(t.get_text()) for t in _visible_texts(fig)),
+               default=float("inf"))
 
 
 def raise_small_text(fig, size: float) -> None:
-    """Draw every text of ``fig`` under ``size`` points at ``size`` points."""
+    """Draw every text of ``fig`` whose smallest glyphs are under ``size`` points so that they
+    are ``size`` points (a label with a subscript gets a font 1 / 0.7 larger than one without)."""
     from matplotlib.text import Text
 
     for text in fig.findobj(Text):
-        if text.get_fontsize() < size:
-            text.set_fontsize(size)
+        needed = size / script_scale(text.get_text())
+        if text.get_fontsize() < needed:
+            text.set_fontsize(needed)
 
 
 def needed_text_px(width_px: float) -> float:
