@@ -313,8 +313,13 @@ def test_search_snippets_have_no_raw_tex(browser, site_url):
             snippets += page.evaluate(SEARCH_SNIPPETS)
         converted = page.evaluate("(tex) => window.bookTexToText(tex)",
                                   r"\(\lVert p \rVert \ge 1\)")
+        # review R39: "barp", "operatorname*arg min", "tfrac12" in snippets
+        accents = [page.evaluate("(tex) => window.bookTexToText(tex)", tex) for tex in
+                   (r"\(\bar{p}(R)\)", r"\(\operatorname*{arg\,min}_p L\)", r"\(\tfrac12 x\)",
+                    r"\(\frac{a}{n}\)")]
     finally:
         context.close()
+    assert accents == ["p\u0304(R)", "arg min_pL", "1/2x", "a/n"], accents
     assert len(snippets) >= 5, f"too few search results to check: {snippets}"
     raw = [s for s in snippets if re.search(r"\\[()\[\]]|\$\$", s)]
     assert not raw, "search snippets with raw TeX delimiters:\n" + "\n".join(raw)

@@ -19,6 +19,9 @@
     mid: "|",
   };
 
+  const ACCENTS = {bar: "\u0304", overline: "\u0304", hat: "\u0302", widehat: "\u0302",
+                   tilde: "\u0303", widetilde: "\u0303"};
+
   // Placeholders (private-use characters) for a space and braces that must survive the removal
   // of TeX's own spaces and grouping braces.
   const SPACE = "\ue000", OPEN = "\ue001", CLOSE = "\ue002";
@@ -31,8 +34,14 @@
     let s = tex.trim();
     s = s.replace(/^\\\(|\\\)$/g, "").replace(/^\\\[|\\\]$/g, "").replace(/^\$\$|\$\$$/g, "");
     s = s.replace(/\\(?:begin|end)\{[^}]*\}/g, SPACE).replace(/\\\\/g, ";" + SPACE);
-    s = s.replace(/\\(?:mathrm|mathbf|mathcal|mathbb|operatorname|text|textbf|boldsymbol|mathit)\s*\{([^{}]*)\}/g,
+    s = s.replace(/\\(?:mathrm|mathbf|mathcal|mathbb|operatorname\*?|text|textbf|boldsymbol|mathit)\s*\{([^{}]*)\}/g,
                   (m, text) => text.replace(/ /g, SPACE));
+    // accents as combining marks (p-bar, W-hat), fractions as a/b
+    s = s.replace(/\\(bar|overline|hat|widehat|tilde|widetilde)\s*(?:\{([^{}]*)\}|([A-Za-z]))/g,
+                  (m, accent, group, letter) => (group !== undefined ? group : letter)
+                    + ACCENTS[accent]);
+    s = s.replace(/\\[dt]?frac\s*(?:\{([^{}]*)\}|(\w))\s*(?:\{([^{}]*)\}|(\w))/g,
+                  (m, a, a1, b, b1) => (a !== undefined ? a : a1) + "/" + (b !== undefined ? b : b1));
     s = s.replace(/\\(?:left|right|big|Big|bigg|Bigg)\b\s*/g, "");
     s = s.replace(/\\([A-Za-z]+)\s*|\\([,;:! {}])/g, (m, word, sym, at, all) => {
       if (sym) return sym === "{" ? OPEN : sym === "}" ? CLOSE : SPACE;
