@@ -134,7 +134,8 @@ _SESSION_START = time.time()
 # need it too, but are shared out one by one at the end of the queue: after the PDF's tests, whose
 # printing opens Playwright's sync API, which cannot run while the browser fixture holds it.
 BOOK_FILES = {"test_binder.py", "test_build.py"}
-BROWSER_FILES = {"test_browser.py", "test_explorer_twins.py", "test_search.py"}
+BROWSER_FILES = {"test_browser.py", "test_explorer_twins.py", "test_search.py",
+                 "test_figure_text.py"}
 
 
 def pytest_collection_modifyitems(items):

@@ -367,8 +367,8 @@ def test_download_and_colab_buttons_give_the_plain_notebook(docname, browser, si
     assert residue(prose) == [], f"{docname}: MyST left in the downloaded notebook"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert code[0].metadata.get("export", {}).get("install"), "the install cell is not first"
-    page_code = [c.source for c in read_notebook(source_path(docname)).cells
-                 if c.cell_type == "code"]
+    page_code = [c.source for c in read_notebook(source_path(docname)).cells   # glue cells
+                 if c.cell_type == "code" and "glue" not in c.metadata.get("tags", [])]  # stay out
     assert [c.source for c in code[1:]] == page_code, f"{docname}: not this page's code"
     assert not any(c.get("outputs") for c in code), "a download with stale outputs"
     config = yaml.safe_load((ROOT / "_config.yml").read_text())

@@ -277,7 +277,9 @@ def test_no_empty_code_frames(pdf_files):
     page), and a block longer than a page was clipped."""
     for name, path in pdf_files.items():
         frames, empty = code_frames(path)
-        assert frames > 200, f"{name}: only {frames} code frames found: is CODE_FRAME the colour?"
+        # a bound that the frame colour was found at all (196 code frames in the full PDF when
+        # the glue-only cells left the page, issue 39), not a count of the book's cells
+        assert frames > 150, f"{name}: only {frames} code frames found: is CODE_FRAME the colour?"
         assert not empty, f"{name}: (page, share of the page) of empty code frames: {empty}"
 
 
