@@ -70,7 +70,17 @@ div.cell_input:not(.pdf-keep) pre { orphans: 1; }
    source"), copy buttons, the hint to swipe a wide figure, and the live explorers (a widget
    that runs only in Jupyter, with its note; the paper has the static twin that follows) */
 details.hide > summary, .copybtn, .figure-scroll::after, .cell.tag_live-explorer,
+.pst-scrollable-table-container::after,
 .admonition:has(+ .cell.tag_live-explorer) { display: none !important; }
+/* paper does not scroll: a table wider than the column wraps its cells (the notation
+   appendix's tables were cut at the page's edge under a "swipe for more columns" hint), and a
+   formula keeps no cut-edge shadow */
+.pst-scrollable-table-container { overflow: visible !important; }
+.pst-scrollable-table-container table:not(.mm-table) { table-layout: fixed; width: 100% !important;
+                                                       font-size: 0.85em; }
+table th, table td, table td code span.pre { white-space: normal !important;
+                                             overflow-wrap: anywhere; }
+span.math.scrolls, div.math.scrolls { box-shadow: none !important; }
 /* the parts of the book (PART_HEADINGS) each on a page of their own */
 h1.pdf-part { break-before: page; break-after: page; text-align: center; padding-top: 30vh;
               font-size: 2.4em; }

@@ -284,9 +284,9 @@ def test_no_empty_code_frames(pdf_files):
 
 
 # what the screen shows and paper cannot use: myst-nb's toggles of hidden code, the copy
-# button's label, the phone-width hint of wide figures, the launch button's rocket icon, the
-# live explorers' widgets
-SCREEN_ONLY = ("Hide code cell", "Show code cell", "Copy to clipboard", "swipe for the other",
+# button's label, the hints under wide figures and tables ("swipe for ..."), the launch
+# button's rocket icon, the live explorers' widgets
+SCREEN_ONLY = ("Hide code cell", "Show code cell", "Copy to clipboard", "swipe for",
                "rocket", "Run this cell in Jupyter", "Toggle hidden content")
 
 
@@ -314,3 +314,13 @@ def test_checks_are_printed_without_their_glue(pdfs):
                    for line in cell.source.splitlines() if line.startswith("assert ")][:40]
         missing = [a for a in asserts if a not in text]
         assert asserts and not missing, (name, missing)
+
+
+def test_wide_tables_are_printed_whole(pdfs):
+    """A table wider than the printed column wraps its cells instead of being cut at the page's
+    edge: the notation appendix's last columns are in the PDF. Bug caught: paper does not
+    scroll, and the printed table stopped at "mm.least_d" under a "swipe for more columns"
+    hint (the hint itself: test_no_screen_only_controls_or_words)."""
+    for name in ("full", "no-solutions"):
+        text = re.sub(r"\s+", "", pdfs[name][1])
+        assert "mm.least_distance" in text and "mm.CvxpyProgram" in text, name
