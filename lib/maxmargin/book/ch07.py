@@ -22,6 +22,7 @@ from ..svm import IllConditionedError, w_svm
 from ..train import gd_W
 from . import plots
 from .explore import live
+from .tables import Table, table
 
 NGD = dict(lr=0.1, normalized=True, eps=1e-300)   # the follow-up's step; no early stall
 RANK_CUT = 1e-5          # singular values below this fraction of the largest count as 0
@@ -708,15 +709,17 @@ def long_panel(ax, table: dict, *, penalized: float | None = None):
     return ax
 
 
-def summary_table(study: FactorStudy) -> str:
-    """The study's summary as aligned text, percentages with their Wilson intervals."""
+def summary_table(study: FactorStudy) -> Table:
+    """The study's summary as a table, percentages with their Wilson intervals."""
     cols = ("reach Frobenius", "reach nuclear", "closer to nuclear")
-    lines = [f"{'setting':27s}" + "".join(f"{c:>26s}" for c in cols) + f"{'median cos nuc':>16s}"]
-    for name, row in study.summary.items():
-        cells = "".join(f"{100 * row[c]:>8.0f}% [{100 * row[c + ' low']:4.0f}, "
-                        f"{100 * row[c + ' high']:4.0f}]%    " for c in cols)
-        lines.append(f"{name:27s}{cells}{row['median cos nuc']:>12.4f}")
-    return "\n".join(lines)
+
+    def share(row, c):
+        return (f"{100 * row[c]:.0f}% [{100 * row[c + ' low']:.0f}, "
+                f"{100 * row[c + ' high']:.0f}]%")
+
+    rows = [[name, *(share(row, c) for c in cols), row["median cos nuc"]]
+            for name, row in study.summary.items()]
+    return table(rows, ["setting", *cols, "median cos nuc"], [None, None, None, None, ".4f"])
 
 
 def stall_comparison(inst, reference, *, scale: float = 0.01, seed: int = 1) -> dict:

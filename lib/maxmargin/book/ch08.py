@@ -15,6 +15,7 @@ from ..exactstep import scaled_gradient
 from ..losses import LOGISTIC
 from ..svm import w_svm
 from . import plots
+from .tables import Table, table
 
 
 def authors_instance(seed: int, *, n: int = 6, T: int = 8, d: int = 10) -> data.Instance:
@@ -189,14 +190,13 @@ def naive_study(*, seeds=(1, 2, 3), steps: int = 10000, record=(100, 1000, 2000,
     return out
 
 
-def naive_table(study: dict) -> str:
-    """:func:`naive_study` as aligned text: cos with the SVM per seed, step and gradient."""
+def naive_table(study: dict) -> Table:
+    """:func:`naive_study` as a table: cos with the SVM per seed, step and gradient."""
     steps = sorted(next(iter(study.values()))["naive"])
-    lines = ["seed  gradient " + "".join(f"{'step ' + format(k, ','):>13s}" for k in steps)]
-    for seed, row in study.items():
-        for name in ("naive", "exact"):
-            lines.append(f"{seed:4d}  {name:8s} " + "".join(f"{row[name][k]:13.4f}" for k in steps))
-    return "\n".join(lines)
+    rows = [[seed, name, *(row[name][k] for k in steps)]
+            for seed, row in study.items() for name in ("naive", "exact")]
+    return table(rows, ["seed", "gradient", *(f"step {k:,}" for k in steps)],
+                 ["d", None, *([".4f"] * len(steps))])
 
 
 # ----------------------------------------------------------------------------------------------
