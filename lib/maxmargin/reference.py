@@ -3,8 +3,9 @@
 ``mm.reference`` is the plain version of what the engines compute fast and safely. Each function
 is the equation of a chapter, in numpy (cvxpy for the SVMs, imported inside them), for one
 prompt p (d,) or one matrix W (d, d), with no validation beyond the shapes. The tests
-(tests/lib/test_reference.py) check it against torch autograd and every engine against it, one
-step at a time. Shapes: X (n, T, d), Y (n,) in {-1, +1}, v (d,), W (d, d) or None (the
+(tests/lib/test_reference.py) check it against torch autograd, and the model functions, every
+trainer (one step at a time) and the SVM solvers against it; chapter 8's optimizers are checked
+against it in tests/lib/test_optimizers.py. Shapes: X (n, T, d), Y (n,) in {-1, +1}, v (d,), W (d, d) or None (the
 identity), queries (n, d) (one query `z_i` per sequence) or (d,) (one p for all).
 
 Where the engines compute differently, and why (one line each):
@@ -65,6 +66,14 @@ class KQ(NamedTuple):
     """The factors (K, Q) of `W = K Q^T`, each (d, m): one iterate of GD on them (Chapter 7)."""
     K: np.ndarray
     Q: np.ndarray
+
+
+def _solved(problem, variable, name):
+    """The optimum of a solved cvxpy ``problem`` (its ``variable``), or a ValueError saying why
+    not (an infeasible selection: no p or W meets the constraints)."""
+    if problem.status != "optimal":
+        raise ValueError(f"{name}: the program is {problem.status}, not solved to optimality")
+    return variable.value
 
 
 def _queries(queries, n):
@@ -137,7 +146,8 @@ def risk_grad_v(X, Y, v, p, *, W=None, loss="logistic"):
 
 def self_attention(X, W, queries):
     """Weights `s_i = softmax(X_i W z_i)`, shape (n, T): each sequence's own query `z_i`.
-    Chapter 7, the model of def-07-w-svms (the prompt model when every `z_i = p`)."""
+    Chapter 7, the model of section "One query per sequence" (the prompt model when every
+    `z_i = p`)."""
     X = np.asarray(X, dtype=float)
     Z = _queries(queries, len(X))
     return softmax(np.einsum("ntd,de,ne->nt", X, np.asarray(W, dtype=float), Z))
@@ -300,8 +310,9 @@ def att_svm(X, alpha, *, W=None, relaxed=None):
     p = cp.Variable(d)
     constraints = [(K[i, alpha[i]] - K[i, t]) @ p >= b[i]
                    for i in range(n) for t in range(T) if t != alpha[i]]
-    cp.Problem(cp.Minimize(cp.sum_squares(p)), constraints).solve(solver=cp.CLARABEL)
-    return p.value
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(p)), constraints)
+    problem.solve(solver=cp.CLARABEL)
+    return _solved(problem, p, "att_svm")
 
 
 def v_svm(R, Y):
@@ -310,13 +321,15 @@ def v_svm(R, Y):
 
     R, Y = np.asarray(R, dtype=float), np.asarray(Y, dtype=float)
     v = cp.Variable(R.shape[1])
-    cp.Problem(cp.Minimize(cp.sum_squares(v)), [cp.multiply(Y, R @ v) >= 1]).solve(solver=cp.CLARABEL)
-    return v.value
+    problem = cp.Problem(cp.Minimize(cp.sum_squares(v)), [cp.multiply(Y, R @ v) >= 1])
+    problem.solve(solver=cp.CLARABEL)
+    return _solved(problem, v, "v_svm")
 
 
 def w_svm(X, alpha, *, queries, norm="frobenius"):
     """`W^mm = argmin ||W||` s.t. `(x_{i alpha_i} - x_it)^T W z_i >= 1` for `t != alpha_i`, shape
-    (d, d), in the Frobenius or the nuclear norm. Chapter 7, eq-07-w-svms."""
+    (d, d), in the norm ``norm``: "frobenius", "nuclear", "spectral", "l1", "linf" or a number
+    q >= 1 (the entrywise l_q norm). Chapter 7, eq-07-w-svms; Chapter 8, eq-08-norm-svm."""
     import cvxpy as cp
 
     X = np.asarray(X, dtype=float)
@@ -325,9 +338,15 @@ def w_svm(X, alpha, *, queries, norm="frobenius"):
     W = cp.Variable((d, d))
     constraints = [(X[i, alpha[i]] - X[i, t]) @ W @ Z[i] >= 1
                    for i in range(n) for t in range(T) if t != alpha[i]]
-    objective = cp.normNuc(W) if norm == "nuclear" else cp.sum_squares(W)
-    cp.Problem(cp.Minimize(objective), constraints).solve(solver=cp.CLARABEL)
-    return W.value
+    named = {"frobenius": cp.sum_squares(W), "nuclear": cp.normNuc(W), "spectral": cp.sigma_max(W),
+             "l1": cp.norm(cp.vec(W, order="C"), 1),
+             "linf": cp.norm(cp.vec(W, order="C"), "inf")}
+    if isinstance(norm, str) and norm not in named:
+        raise ValueError(f"norm: expected one of {sorted(named)} or a number q >= 1, got {norm!r}")
+    objective = named[norm] if isinstance(norm, str) else cp.norm(cp.vec(W, order="C"), float(norm))
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    problem.solve(solver=cp.CLARABEL)
+    return _solved(problem, W, "w_svm")
 
 
 # ---- Chapter 5: the regularization path --------------------------------------------------------
@@ -337,8 +356,10 @@ def regularization_path(X, Y, v, radii, *, W=None, loss="logistic", steps=2000, 
     """`p_bar(R)` in `argmin_{||p|| <= R} L(p)` for each radius, shape (k, d): projected GD (a plain
     step, then back onto the ball), from the previous radius's point. Chapter 5, eq-05-reg-path.
 
-    A local method on a nonconvex problem: it finds a stationary point of the ball problem, the
-    minimizer when the start lies in its basin."""
+    A local method on a nonconvex problem, stopped after ``steps`` steps per radius: it tends to
+    a stationary point of the ball problem (the minimizer when the start lies in its basin), and
+    ``steps`` must be enough for it to get there (check the projected gradient; chapter 5's
+    instances need 2000 for R <= 2, a run at R = 2 on a random instance needed far more)."""
     p = np.zeros(np.asarray(X).shape[2])
     points = []
     for R in radii:

@@ -6,8 +6,9 @@
    engine's iterate k must give the engine's iterate k + 1 to within that step's rounding bound
    (roundoff.step_atol, from the gradient's terms), and the recorded risk must be the
    reference's at iterate k. gd (torch and compiled engines), gd_stack, gd_W (a query per
-   sequence, one shared query), gd_joint, gd_KQ; the one-shot functions (attention, predict,
-   risk and gradients) on batches of prompts; the SVMs against the reference cvxpy programs;
+   sequence, one shared query), gd_joint (W and W=None), gd_KQ, gd_KQ_stack; the one-shot functions (attention, predict,
+   risk and gradients) on batches of prompts; the SVMs against the reference cvxpy programs
+   (both solvers; the W-SVM in every norm);
    the regularization path against the reference's projected GD.
 """
 from __future__ import annotations
@@ -214,16 +215,18 @@ def test_gd_W_takes_the_reference_step(loss, mode, queries, engine, monkeypatch)
 
 
 @pytest.mark.parametrize("engine", ["torch", "compiled"])
+@pytest.mark.parametrize("with_W", [False, True], ids=["W=None", "W"])
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("loss", LOSS_NAMES)
-def test_gd_joint_takes_the_reference_step(loss, mode, engine, monkeypatch):
+def test_gd_joint_takes_the_reference_step(loss, mode, with_W, engine, monkeypatch):
     """Bugs caught: v's or p's gradient wrong (sign, 1/n, W.T), v updated before p's gradient
-    is taken, one normalization for both parameters, eps_v and eps_p swapped."""
+    is taken, one normalization for both parameters, eps_v and eps_p swapped; W=None not the
+    identity."""
     monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
     normalized, lr, eps = MODES[mode]
     eps_v, eps_p = eps, 2.0 * eps
     for seed in SEEDS[:2]:
-        X, Y, _, W, rng = instance(seed)
+        X, Y, _, W, rng = instance(seed, with_W)
         V0, P0 = 0.5 * rng.standard_normal((2, 3)), 0.5 * rng.standard_normal((2, 3))
         traj = mm.gd_joint(X, Y, V0, P0, STEPS, lr, W=W, loss=loss, normalized=normalized,
                            eps_v=eps_v, eps_p=eps_p)
@@ -232,12 +235,13 @@ def test_gd_joint_takes_the_reference_step(loss, mode, engine, monkeypatch):
                 v, p = traj.v[k, b], traj.p[k, b]
                 s = ref.attention(X, p, W=W)
                 weight, gamma, z = _weights(X, Y, v, s, loss)
-                L = logit_size(X @ W, p)
+                keys = X if W is None else X @ W
+                L = logit_size(keys, p)
                 g_v = ref.risk_grad_v(X, Y, v, p, W=W, loss=loss)
                 g_p = ref.risk_grad(X, Y, v, p, W=W, loss=loss)
                 atol_v = step_atol(v, lr, attention_terms(weight, s, 0 * gamma, 1 + 0 * z,
                                    Y[:, None, None] * X), L, np.linalg.norm(g_v) if normalized else None, eps_v)
-                atol_p = step_atol(p, lr, attention_terms(weight, s, gamma, z, X @ W), L,
+                atol_p = step_atol(p, lr, attention_terms(weight, s, gamma, z, keys), L,
                                    np.linalg.norm(g_p) if normalized else None, eps_p)
                 assert traj.risk[k, b] == pytest.approx(ref.risk(X, Y, v, p, W=W, loss=loss),
                                                         rel=1e-10, abs=risk_atol(weight, gamma, L))
@@ -279,6 +283,47 @@ def test_gd_KQ_takes_the_reference_step(loss, mode, case, engine, monkeypatch):
                                   eps=eps, reg=reg)
             assert_step(traj.K[k + 1, b], step.K, atol_K, f"K: run {b} step {k}")
             assert_step(traj.Q[k + 1, b], step.Q, atol_Q, f"Q: run {b} step {k}")
+
+
+@pytest.mark.parametrize("freeze_Q", [False, True], ids=["K and Q", "freeze_Q"])
+@pytest.mark.parametrize("mode", ["plain", "normalized-large-eps"])
+@pytest.mark.parametrize("loss", LOSS_NAMES)
+def test_gd_KQ_stack_takes_the_reference_step_per_instance(loss, mode, freeze_Q):
+    """Each instance's run of mm.gd_KQ_stack steps as the reference's gd_KQ_step on that
+    instance (with freeze_Q, K's step of it and Q kept). Bugs caught: an instance's queries,
+    tokens or v paired with another instance's factors, the normalization or the risk's mean
+    taken across instances, Q moved when frozen, the penalty's factor."""
+    normalized, lr, eps = MODES[mode]
+    reg = 0.05
+    rng = np.random.default_rng(11)
+    M, n, T, d, m = 3, 4, 3, 3, 2
+    X = rng.standard_normal((M, n, T, d))
+    Y = rng.choice([-1.0, 1.0], size=(M, n))
+    V = rng.standard_normal((M, d))
+    Z = rng.standard_normal((M, n, d))
+    K0, Q0 = rng.standard_normal((M, d, m)), rng.standard_normal((M, d, m))
+    traj = mm.gd_KQ_stack(X, Y, V, K0, Q0, Z, STEPS, lr, loss=loss, normalized=normalized,
+                          eps=eps, reg=reg, freeze_Q=freeze_Q)
+    for j in range(M):
+        for k in range(STEPS):
+            K, Q = traj.K[k, j], traj.Q[k, j]
+            terms, _, r_atol = W_terms(X[j], Y[j], V[j], K @ Q.T, Z[j], loss)
+            L = logit_size(np.einsum("ntd,ne->ntde", X[j], Z[j]).reshape(n, T, d * d),
+                           (np.abs(K) @ np.abs(Q).T).reshape(-1))
+            g = ref.risk_grad_KQ(X[j], Y[j], V[j], K, Q, Z[j], loss=loss, reg=reg)
+            atol_K = step_atol(K, lr, terms @ np.abs(Q) + 2 * reg * np.abs(K), L,
+                               np.linalg.norm(g.K) if normalized else None, eps)
+            atol_Q = step_atol(Q, lr, terms.T @ np.abs(K) + 2 * reg * np.abs(Q), L,
+                               np.linalg.norm(g.Q) if normalized else None, eps)
+            assert traj.risk[k, j] == pytest.approx(
+                ref.risk_W(X[j], Y[j], V[j], K @ Q.T, Z[j], loss=loss), rel=1e-10, abs=r_atol)
+            step = ref.gd_KQ_step(X[j], Y[j], V[j], K, Q, Z[j], lr, loss=loss,
+                                  normalized=normalized, eps=eps, reg=reg)
+            assert_step(traj.K[k + 1, j], step.K, atol_K, f"K: instance {j} step {k}")
+            if freeze_Q:
+                assert np.array_equal(traj.Q[k + 1, j], Q0[j])
+            else:
+                assert_step(traj.Q[k + 1, j], step.Q, atol_Q, f"Q: instance {j} step {k}")
 
 
 @pytest.mark.parametrize("loss", LOSS_NAMES)
@@ -349,6 +394,52 @@ def test_w_svms_match_the_reference_programs(seed, queries):
         for t in range(3):
             if t != alpha[i]:
                 assert (X[i, alpha[i]] - X[i, t]) @ nuc.W @ Zs[i] >= 1 - 1e-6
+
+
+NORMS = {  # the norms of mm.w_svm, computed here from their definitions
+    "frobenius": lambda W: np.sqrt(np.sum(W ** 2)),
+    "nuclear": lambda W: np.linalg.svd(W, compute_uv=False).sum(),
+    "spectral": lambda W: np.linalg.svd(W, compute_uv=False).max(),
+    "l1": lambda W: np.abs(W).sum(),
+    "linf": lambda W: np.abs(W).max(),
+    3.0: lambda W: np.sum(np.abs(W) ** 3) ** (1 / 3),
+}
+
+
+@pytest.mark.parametrize("solver", ["fast", "cvxpy"])
+@pytest.mark.parametrize("norm", list(NORMS), ids=str)
+def test_w_svm_in_every_norm_matches_the_reference_program(norm, solver):
+    """Chapter 8's eq-08-norm-svm: in each norm the engine's W and the reference's W have the
+    same optimal norm (the optimum need not be unique: spectral, l1, linf) and both meet the
+    margins. Bugs caught: the reference solving the Frobenius problem for another norm (it did,
+    silently), a norm of the engine dual to the one asked, solver="cvxpy" not solving the
+    program asked."""
+    rng = np.random.default_rng(31)
+    X, Z = rng.standard_normal((3, 3, 3)), rng.standard_normal((3, 3))
+    alpha = np.array([0, 1, 2])
+    W_engine = mm.w_svm(X, alpha, queries=Z, norm=norm, solver=solver).W
+    W_ref = ref.w_svm(X, alpha, queries=Z, norm=norm)
+    size = NORMS[norm]
+    assert size(W_engine) == pytest.approx(size(W_ref), rel=1e-5)
+    for W in (W_engine, W_ref):
+        margins = [(X[i, alpha[i]] - X[i, t]) @ W @ Z[i] for i in range(3) for t in range(3)
+                   if t != alpha[i]]
+        assert min(margins) >= 1 - 1e-6
+
+
+def test_the_reference_programs_refuse_what_they_cannot_solve():
+    """An infeasible selection (token 0 of (0, 0), (1, 0), (-1, 0) cannot beat both others:
+    (x_0 - x_t)^T p >= 1 for t = 1, 2 asks -p_1 >= 1 and p_1 >= 1) and an unknown norm raise
+    a ValueError instead of returning None or a solution of another problem."""
+    X = np.array([[[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0]]])
+    with pytest.raises(ValueError, match="att_svm: the program is infeasible"):
+        ref.att_svm(X, [0])
+    with pytest.raises(ValueError, match="w_svm: the program is infeasible"):
+        ref.w_svm(X, [0], queries=[1.0, 0.0])
+    with pytest.raises(ValueError, match="v_svm: the program is infeasible"):
+        ref.v_svm(np.array([[1.0, 0.0], [1.0, 0.0]]), np.array([1.0, -1.0]))
+    with pytest.raises(ValueError, match="norm: expected one of"):
+        ref.w_svm(np.array([[[1.0, 0.0], [0.0, 1.0]]]), [0], queries=[1.0, 0.0], norm="max")
 
 
 def test_regularization_path_matches_the_reference():
