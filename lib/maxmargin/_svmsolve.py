@@ -214,7 +214,7 @@ def _kkt_verdict(violations: dict, tol: float, name: str, what: str) -> None:
     """IllConditionedError naming ``name`` and the worst KKT condition of the program ``what``
     (e.g. "nuclear-norm W-SVM") unless every violation (condition -> relative violation) is at
     most ``tol`` (NaN fails)."""
-    condition = max(violations, key=violations.get)
+    condition = max(violations, key=lambda k: np.inf if np.isnan(violations[k]) else violations[k])
     if not violations[condition] <= tol:
         raise IllConditionedError(
             f"{name}: the {what} fails its KKT certificate: {condition} violated by "
