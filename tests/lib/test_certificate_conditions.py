@@ -41,14 +41,7 @@ from maxmargin import _nuclear, _svmsolve, normsvm
 from maxmargin._forward import (FORWARD_TOL, _check_equalities, _check_values, _differences,
                                 _exact_dot, _others, _values)
 
-T6 = 1e-6  # NORM_TOL and NUCLEAR_TOL, restated: the constructions below are sized by it
-
-
-def test_the_tolerances_are_the_documented_ones():
-    """The constructions below put the other conditions at 0.9 of 1e-6 and the failing one at
-    1.6 of it or more: they are meaningful only at these tolerances."""
-    assert normsvm.NORM_TOL == T6 and _nuclear.NUCLEAR_TOL == T6
-    assert _ldp.CERTIFICATE_TOL == 1e-9 and FORWARD_TOL == 1e-6
+T6 = 1e-6  # NORM_TOL and NUCLEAR_TOL, restated (not read: the tests below pin them by behaviour)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -181,6 +174,14 @@ def norm_cases():
     rows = np.array([e1, [delta, 0.0]])
     cases["duality gap"] = (rows, np.array([1.0, 0.0]), np.array([1.0, 0.0]),
                             (rows, np.array([1.0, 0.0]), np.array([1.0 - delta, 1.0])))
+    # the gap the other way, sum mu b above N(x): a copy of x_1 >= 1 asking 1 + sigma (missed
+    # by sigma = 1.8e-6, primal 0.9e-6 relative to its scale 2) takes mu = 0.9 from the tight
+    # row: Lambda = (1, 0), but sum mu b = 1 + 0.9 sigma
+    sigma = 1.8 * T6
+    rows = np.array([e1, e1])
+    b = np.array([1.0, 1.0 + sigma])
+    cases["duality gap, sum mu b above N(x)"] = (rows, b, np.array([1.0, 0.0]),
+                                                 (rows, b, np.array([0.1, 0.9])))
     return cases
 
 
@@ -191,6 +192,7 @@ def test_norm_certificate_fails_one_condition_alone(condition):
     names it. Bugs caught: a condition not checked, its inequality flipped or its scale
     changed, its tolerance off by 1e3, the verdict naming another condition."""
     rows, b, mu, (rows2, b2, mu2) = norm_cases()[condition]
+    condition = condition.split(",")[0]
     assert max(normsvm.kkt(rows, b, X1, mu, L1).values()) <= 0.91 * T6
     normsvm.certify(rows, b, X1, mu, L1)  # the optimum (with its rows) passes
     violations = normsvm.kkt(rows2, b2, X1, mu2, L1)
@@ -268,6 +270,13 @@ def nuclear_cases():
     # duality gap: the same rows with Lambda_11 = 1 exactly aligned: sum mu = 1 + 0.9 sigma
     cases["duality gap"] = (D, rows(1.0, 1.0), np.array([1.0, 0.0]),
                             (D, rows(1.0, 1.0), np.array([1.0 - m * (1.0 - s3), m])))
+    # the gap the other way, sum mu below ||W||_*: a row of value 1 + sigma (slack sigma / 2)
+    # with mu = 0.9 and Lambda_11 = 1: sum mu = 1 - 0.9 sigma
+    sigma = 2.0 * T6
+    D = rows(1.0, 1.0 + sigma)
+    cases["duality gap, sum mu below the norm"] = (
+        D, rows(1.0, 1.0), np.array([1.0, 0.0]),
+        (D, rows(1.0, 1.0), np.array([1.0 - m * (1.0 + sigma), m])))
     return cases
 
 
@@ -278,6 +287,7 @@ def test_nuclear_certificate_fails_one_condition_alone(condition):
     names it. Bugs caught: a condition not checked, its inequality flipped or its scale
     changed, its tolerance off by 1e3, the verdict naming another condition."""
     D, Z, mu, (D2, Z2, mu2) = nuclear_cases()[condition]
+    condition = condition.split(",")[0]
     assert max(_nuclear._nuclear_kkt(D, Z, W1, mu).values()) <= 0.91 * T6
     _nuclear._nuclear_certify(D, Z, W1, mu)  # the optimum (with its rows) passes
     violations = _nuclear._nuclear_kkt(D2, Z2, W1, mu2)
@@ -432,6 +442,29 @@ def test_other_norms_refuse_an_optimum_without_multipliers(monkeypatch):
         mm.att_svm(X_SMALL, [0], norm="l1")
 
 
+@pytest.mark.parametrize("call", ["att_svm", "v_svm", "w_svm"])
+def test_solver_cvxpy_without_multipliers_blames_the_solver(call, monkeypatch):
+    """``solver="cvxpy"`` (``_svmsolve._solve_cvxpy``): an optimum without dual values is a
+    RuntimeError naming the data and saying what Clarabel failed to give. Bug caught (found
+    here, fixed): the missing multipliers were reported as multipliers leaving float64 at the
+    data's scale ("rescale the data"), wrong for unit-scale data; the W-SVM returned its W."""
+    def without_duals(self, *args, **kwargs):
+        REAL_SOLVE(self, *args, **kwargs)
+        for constraint in self.constraints:
+            for dual in constraint.dual_variables:
+                dual.value = None
+
+    calls = {"att_svm": (lambda: mm.att_svm(X_SMALL, [0], solver="cvxpy"), "X"),
+             "v_svm": (lambda: mm.v_svm(np.array([[1.0, 1.0], [1.0, -1.0]]), [1.0, -1.0],
+                                        solver="cvxpy"), "R"),
+             "w_svm": (lambda: mm.w_svm(X_SMALL, [0], queries=[1.0, 0.0], solver="cvxpy"), "X")}
+    function, name = calls[call]
+    monkeypatch.setattr(cp.Problem, "solve", without_duals)
+    with pytest.raises(RuntimeError, match=rf"^{name}: cvxpy/Clarabel returns no multipliers "
+                                           r"\(status 'optimal'\)$"):
+        function()
+
+
 @pytest.mark.parametrize("status", ["unbounded", "solver_error", "user_limit"])
 def test_solver_cvxpy_refuses_a_status_other_than_optimal(status, monkeypatch):
     """``solver="cvxpy"`` (``_svmsolve._clarabel``, not certified by KKT): a status other than
@@ -455,5 +488,70 @@ def test_solver_cvxpy_infeasible_on_a_feasible_problem_is_a_runtime_error(monkey
         self._status = cp.INFEASIBLE
 
     monkeypatch.setattr(cp.Problem, "solve", ending)
-    with pytest.raises(RuntimeError, match=r"^X: "):
+    with pytest.raises(RuntimeError, match=r"^X: cvxpy/Clarabel reports the problem infeasible, "
+                                           r"but the fast solver finds a feasible point"):
         mm.att_svm(X_SMALL, [0], solver="cvxpy")
+
+
+# ----------------------------------------------------------------------------------------------
+# the regularization path's KKT residual: min f(q) s.t. ||q|| <= R (and q in a cone), KKT
+# -grad f = lambda q / ||q|| + nu (cos q / ||q|| - axis) with lambda, nu >= 0 on active constraints
+# ----------------------------------------------------------------------------------------------
+
+
+def path_kkt(q, g, R=1.0, axis=None, cos_angle=None):
+    from maxmargin import paths
+
+    return paths._kkt(np.asarray(q, float), np.asarray(g, float), R,
+                      None if axis is None else np.asarray(axis, float), cos_angle)
+
+
+def test_path_kkt_on_the_ball():
+    """``paths._kkt`` at q = (1, 0) on the ball of radius 1: g = (-2, 0) is stationary with
+    lambda = 2 (residual 0); each condition failed alone: stationarity (a tangential 0.1 left
+    over), the multiplier's sign (g = (2, 0) would need lambda = -2: residual |g| = 2), the
+    ball's activity (||q|| = 1 - 2e-9 is inside at tol 1e-9: residual |g|; 1 - 0.5e-9 is on
+    it). Bugs caught: -g and g confused, lambda not kept >= 0, the tangential part dropped, the
+    activity tolerance off by 1e3."""
+    residual, rel, lam, on_ball, on_cone = path_kkt([1.0, 0.0], [-2.0, 0.0])
+    assert (residual, lam, on_ball, on_cone) == (0.0, 2.0, True, False)
+    residual, rel, lam, *_ = path_kkt([1.0, 0.0], [-2.0, 0.1])
+    assert residual == pytest.approx(0.1, rel=1e-12) and lam == pytest.approx(2.0, rel=1e-12)
+    assert rel == pytest.approx(0.1 / math.hypot(2.0, 0.1), rel=1e-12)
+    residual, rel, lam, on_ball, _ = path_kkt([1.0, 0.0], [2.0, 0.0])
+    assert (residual, rel, lam, on_ball) == (2.0, 1.0, 0.0, True)
+    residual, _, lam, on_ball, _ = path_kkt([1.0 - 2e-9, 0.0], [-2.0, 0.0])
+    assert (residual, lam, on_ball) == (2.0, 0.0, False)
+    residual, _, lam, on_ball, _ = path_kkt([1.0 - 0.5e-9, 0.0], [-2.0, 0.0])
+    assert on_ball and residual < 1e-15 and lam == pytest.approx(2.0)
+
+
+def test_path_kkt_on_the_cone():
+    """q = (1, 1) / 2 inside the ball of radius 1, on the cone of axis (1, 0) and angle 45
+    degrees (q . axis = cos ||q||); its normal is cos q / ||q|| - axis = (-1/2, 1/2). g = (1, -1)
+    is stationary (nu = 2); g = (-1, 1) needs nu < 0 (residual |g|); a q strictly inside the
+    cone is not on it (residual |g|). Bugs caught: the cone's normal with the wrong sign, the
+    cone never or always active."""
+    c = 1 / math.sqrt(2.0)
+    q = [0.5, 0.5]
+    residual, _, lam, on_ball, on_cone = path_kkt(q, [1.0, -1.0], axis=[1.0, 0.0], cos_angle=c)
+    assert on_cone and not on_ball and residual < 1e-15 and lam == 0.0
+    residual, *_ , on_cone = path_kkt(q, [-1.0, 1.0], axis=[1.0, 0.0], cos_angle=c)
+    assert on_cone and residual == pytest.approx(math.sqrt(2.0), rel=1e-12)
+    residual, *_ , on_cone = path_kkt([0.5, 0.4], [1.0, -1.0], axis=[1.0, 0.0], cos_angle=c)
+    assert not on_cone and residual == pytest.approx(math.sqrt(2.0), rel=1e-12)
+
+
+def test_path_is_stationary_judges_each_point_by_its_own_rule():
+    """``RegularizationPath.is_stationary``: on the ball, kkt <= max(rtol ||grad||, atol); inside,
+    ||grad|| <= atol whatever the kkt field says. Bugs caught: the interior rule dropped (an
+    interior point with a large gradient called stationary), rtol not relative to ||grad||."""
+    from maxmargin.paths import RegularizationPath
+
+    k = 4
+    path = RegularizationPath(
+        radii=np.arange(1.0, k + 1), points=np.ones((k, 2)), risk=np.zeros(k),
+        grad_norms=np.array([10.0, 10.0, 1.0, 1e-13]), kkt=np.array([5e-6, 2e-5, 0.0, 0.0]),
+        kkt_relative=np.zeros(k), multipliers=np.zeros(k),
+        on_boundary=np.array([True, True, False, False]), on_cone=np.zeros(k, bool))
+    np.testing.assert_array_equal(path.is_stationary(), [True, False, False, True])
