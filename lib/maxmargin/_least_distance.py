@@ -245,7 +245,10 @@ def certificate(Gn: np.ndarray, hn: np.ndarray, q: np.ndarray, mu: np.ndarray,
         if top > 0:
             worst = max(worst, -float(mu.min()) / top)                 # dual feasibility
         worst = max(worst, float(np.abs(slack[mu > 0]).max(initial=0.0)))  # compl. slackness
-    stationarity = norm(q - Gn.T @ mu)
+    with np.errstate(over="ignore", invalid="ignore"):
+        stationarity = norm(q - Gn.T @ mu)
+    if not np.isfinite(stationarity):  # G^T mu overflows: inf / inf would read as no violation
+        return np.inf
     if stationarity > 0:
         size = norm(q) + norm(absG.T @ np.abs(mu))
         worst = max(worst, stationarity / size if size > 0 else np.inf)

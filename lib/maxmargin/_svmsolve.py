@@ -58,13 +58,15 @@ def _solve_fast(program: Program) -> tuple[np.ndarray, np.ndarray | None] | None
 
 
 def _solve_cvxpy(program: Program) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """The readable formulation solved by Clarabel; multipliers from its first constraint."""
+    """The readable formulation solved by Clarabel; multipliers from its first constraint
+    (RuntimeError when Clarabel gives none)."""
     problem, variable = program.readable()
     if not _clarabel(problem):
         return None
     dual = problem.constraints[0].dual_value
-    mu = None if dual is None else dual / 2  # sum_squares has no 1/2
-    return np.asarray(variable.value, dtype=np.float64), mu
+    if dual is None:  # not a matter of scale (as a None from the fast solver is): Clarabel failed
+        raise RuntimeError(f"cvxpy/Clarabel returns no multipliers (status {problem.status!r})")
+    return np.asarray(variable.value, dtype=np.float64), dual / 2  # sum_squares has no 1/2
 
 
 def _clarabel(problem: cp.Problem) -> bool:
@@ -214,7 +216,7 @@ def _kkt_verdict(violations: dict, tol: float, name: str, what: str) -> None:
     """IllConditionedError naming ``name`` and the worst KKT condition of the program ``what``
     (e.g. "nuclear-norm W-SVM") unless every violation (condition -> relative violation) is at
     most ``tol`` (NaN fails)."""
-    condition = max(violations, key=violations.get)
+    condition = max(violations, key=lambda k: np.inf if np.isnan(violations[k]) else violations[k])
     if not violations[condition] <= tol:
         raise IllConditionedError(
             f"{name}: the {what} fails its KKT certificate: {condition} violated by "
