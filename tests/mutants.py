@@ -1545,6 +1545,23 @@ MUTANTS = [
            "    return min((t.get_fontsize() * script_scale(t.get_text()) for t in _visible_texts(fig)),",
            "    return min((t.get_fontsize() for t in _visible_texts(fig)),",
            ("test_legibility.py",)),
+    # --- issue 38, L38 ---
+    Mutant("losses.py", "LOGISTIC.excess: sigmoid(top) for sigmoid(-top) (1 + e^-top)",
+           "excess=lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(top))),",
+           "excess=lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(-top))),",
+           ("test_losses.py",)),
+    Mutant("losses.py", "EXPONENTIAL.excess with a wrong sign: expm1(-delta)",
+           "excess=lambda delta, top: np.exp(-top) * np.expm1(delta),",
+           "excess=lambda delta, top: np.exp(-top) * np.expm1(-delta),",
+           ("test_losses.py",)),
+    Mutant("_compiled.py", "the kernels' loss codes off by one from the table (_blocks._loss_code's)",
+           "LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = (_COMPILED_LOSSES.index(loss)\n",
+           "LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = (_COMPILED_LOSSES.index(loss) + 1\n",
+           ("test_losses.py",)),
+    Mutant("_numerics.py", "_excess_form: a built-in's form kept on a copy with other formulas",
+           "if loss.excess is builtin.excess and not builtin.same_function(loss):",
+           "if loss.excess is None:",
+           ("test_model.py",)),
 ]
 
 
