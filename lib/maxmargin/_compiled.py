@@ -39,8 +39,8 @@ LANES = 8  # starts per block (two AVX2 vectors of float64); _add_lane_sums spel
 WIDE = 16  # starts per block of descend_wide (_add_lane_sums16 spells 16 out)
 WIDER = 32  # starts per block of descend_wider, GD on p only (_add_lane_sums32 spells 32 out)
 # the codes of the built-in losses, read from the one table (_blocks._COMPILED_LOSSES)
-LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = (_COMPILED_LOSSES.index(loss)
-                                                     for loss in (LOGISTIC, EXPONENTIAL, CORRELATION))
+LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = (
+    _COMPILED_LOSSES.index(loss) for loss in (LOGISTIC, EXPONENTIAL, CORRELATION))
 
 # exp(a) = 2^(k / 32) exp(r): k = round(32 a / ln 2), |r| <= ln 2 / 64, 2^(j / 32) from a table
 _TABLE = np.array([float.fromhex(h) for h in (

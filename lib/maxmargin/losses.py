@@ -30,10 +30,10 @@ class Loss:
     training loops (a test checks that the two backends agree). ``log_value`` and ``log_slope``
     (numpy) are `log l(x)` and `log(-l'(x))`, given by losses whose value or slope overflows float64
     at finite margins (None otherwise). ``excess(delta, top)`` is `l(top - delta) - l(top)` for
-    0 <= delta <= 1 without the subtraction (accurate where the two values agree in every digit),
+    `0 <= delta <= 1` without the subtraction (accurate where the two values agree in every digit),
     for :func:`~maxmargin.excess_risk`; None (the default) takes the difference. A built-in's
-    ``excess`` serves only that built-in's formulas: a ``dataclasses.replace`` copy with another
-    value or derivative takes the difference.
+    ``excess`` serves only that built-in's formulas: a ``dataclasses.replace`` copy with other
+    formulas takes the difference.
 
     The built-in losses are ``LOGISTIC``, ``EXPONENTIAL`` and ``CORRELATION``, by name in
     ``LOSSES``; every ``loss=`` argument takes a name or a ``Loss``.
@@ -45,8 +45,8 @@ class Loss:
     value, derivative : numpy functions, `l(x)` and `l'(x)` elementwise.
     torch_value, torch_derivative : the same on float64 tensors.
     log_value, log_slope : numpy functions `log l(x)` and `log(-l'(x))`, or None (the default).
-    excess : numpy function of delta and top (broadcasting), `l(top - delta) - l(top)` for
-        0 <= delta <= 1, or None (the default).
+    excess : numpy function ``excess(delta, top)`` (broadcasting), `l(top - delta) - l(top)`
+        for `0 <= delta <= 1`, or None (the default).
 
     Examples
     --------
