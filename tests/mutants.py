@@ -1688,6 +1688,23 @@ MUTANTS = [
            "    if dual is None:  # not a matter of scale (as a None from the fast solver is): Clarabel failed\n        raise",
            "    if dual is None:\n        return np.asarray(variable.value, dtype=np.float64), None\n    if False:\n        raise",
            HINT_C38),
+    # --- issue 38, L38 ---
+    Mutant("losses.py", "LOGISTIC.excess: sigmoid(top) for sigmoid(-top) (1 + e^-top)",
+           "excess=lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(top))),",
+           "excess=lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(-top))),",
+           ("test_losses.py",)),
+    Mutant("losses.py", "EXPONENTIAL.excess with a wrong sign: expm1(-delta)",
+           "excess=lambda delta, top: np.exp(-top) * np.expm1(delta),",
+           "excess=lambda delta, top: np.exp(-top) * np.expm1(-delta),",
+           ("test_losses.py",)),
+    Mutant("_compiled.py", "the kernels' loss codes off by one from the table (_blocks._loss_code's)",
+           "    _COMPILED_LOSSES.index(loss) for loss in (LOGISTIC, EXPONENTIAL, CORRELATION))",
+           "    _COMPILED_LOSSES.index(loss) + 1 for loss in (LOGISTIC, EXPONENTIAL, CORRELATION))",
+           ("test_losses.py",)),
+    Mutant("_numerics.py", "_excess_form: a built-in's form kept on a copy with other formulas",
+           "if loss.excess is builtin.excess and not builtin.same_function(loss):",
+           "if loss.excess is None:",
+           ("test_model.py",)),
 ]
 
 

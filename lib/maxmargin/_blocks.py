@@ -9,7 +9,11 @@ import torch
 from .losses import CORRELATION, EXPONENTIAL, LOGISTIC, Loss
 
 
-_COMPILED_LOSSES = (LOGISTIC, EXPONENTIAL, CORRELATION)  # codes 0, 1, 2, as in _compiled
+# The compiled kernels' loss codes, the one table: a built-in loss's code is its index here.
+# _compiled reads its LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE from it and restates the
+# formulas of losses.py in numba (tests/lib/test_losses.py checks the restatement). numba's cache
+# keys on _compiled.py alone: after changing this table, touch _compiled.py.
+_COMPILED_LOSSES = (LOGISTIC, EXPONENTIAL, CORRELATION)
 
 
 def _loss_code(loss: Loss) -> int | None:

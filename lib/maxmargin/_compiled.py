@@ -32,10 +32,15 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from ._blocks import _COMPILED_LOSSES
+from .losses import CORRELATION, EXPONENTIAL, LOGISTIC
+
 LANES = 8  # starts per block (two AVX2 vectors of float64); _add_lane_sums spells 8 out
 WIDE = 16  # starts per block of descend_wide (_add_lane_sums16 spells 16 out)
 WIDER = 32  # starts per block of descend_wider, GD on p only (_add_lane_sums32 spells 32 out)
-LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = 0, 1, 2  # train._COMPILED_LOSSES, in order
+# the codes of the built-in losses, read from the one table (_blocks._COMPILED_LOSSES)
+LOGISTIC_CODE, EXPONENTIAL_CODE, CORRELATION_CODE = (
+    _COMPILED_LOSSES.index(loss) for loss in (LOGISTIC, EXPONENTIAL, CORRELATION))
 
 # exp(a) = 2^(k / 32) exp(r): k = round(32 a / ln 2), |r| <= ln 2 / 64, 2^(j / 32) from a table
 _TABLE = np.array([float.fromhex(h) for h in (
@@ -586,20 +591,21 @@ def _attend(Ki, gi, p, s, top, ref, offset, z, T, d, L):
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _slopes(loss, z, w, n, L):
-    """w = l'(z) / n, (L,), for the loss with code ``loss`` (the formulas of :mod:`.losses`)."""
-    if loss == LOGISTIC_CODE:           # -1 / (1 + exp(z))
+    """w = l'(z) / n, (L,), for the loss with code ``loss``: its ``derivative`` in
+    :mod:`.losses`, restated with :func:`_exp_lanes` (test_losses.py checks that they agree)."""
+    if loss == LOGISTIC_CODE:           # losses.LOGISTIC.derivative
         for l in range(L):
             w[l] = z[l]
         _exp_lanes(w, L)
         for l in range(L):
             w[l] = -1.0 / (1.0 + w[l]) / n
-    elif loss == EXPONENTIAL_CODE:      # -exp(-z)
+    elif loss == EXPONENTIAL_CODE:      # losses.EXPONENTIAL.derivative
         for l in range(L):
             w[l] = -z[l]
         _exp_lanes(w, L)
         for l in range(L):
             w[l] = -w[l] / n
-    else:                               # -1
+    else:                               # losses.CORRELATION.derivative
         for l in range(L):
             w[l] = -1.0 / n
 
@@ -620,8 +626,8 @@ def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _loss_value(loss, z):
-    """l(z) of the built-in loss with code ``loss``, as :mod:`.losses` computes it with numpy
-    (the logistic loss as np.logaddexp(0, -z))."""
+    """l(z) of the built-in loss with code ``loss``: its ``value`` in :mod:`.losses`, restated
+    as numpy computes it (the logistic's as np.logaddexp(0, -z); test_losses.py checks them)."""
     if loss == LOGISTIC_CODE:
         if z == 0.0:
             return np.log(2.0)
@@ -707,7 +713,7 @@ def _refined_direction(K, gamma, p, loss, eps, n, T, d):
             s[t] /= total
             offset += s[t] * (gamma[i, t] - ref)
         z = ref + offset
-        if loss == LOGISTIC_CODE:
+        if loss == LOGISTIC_CODE:       # l'(z) / n as _slopes, scalar (losses.py's derivative)
             w = -1.0 / (1.0 + np.exp(z)) / n
         elif loss == EXPONENTIAL_CODE:
             w = -np.exp(-z) / n

@@ -58,16 +58,15 @@ def _excess_risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
 
     With z*_i = max_t gamma_it the deficit of sequence i is delta_i = z*_i - z_i =
     sum_t s_it (z*_i - gamma_it), a sum of non-negative terms (accurate even when the weights
-    off the optimum are 1e-300), and its excess l(z*_i - delta_i) - l(z*_i) is computed without
-    a subtraction where delta_i <= 1: log1p(expm1(delta) sigmoid(-z*)) (logistic),
-    exp(-z*) expm1(delta) (exponential), delta (correlation). Elsewhere (delta > 1, where the
-    two values differ by a factor of about e at least, or another loss) it is the difference
+    off the optimum are 1e-300), and its excess l(z*_i - delta_i) - l(z*_i) is the loss's own
+    ``excess(delta, z*)`` (no subtraction, see :class:`~maxmargin.losses.Loss`) where
+    delta_i <= 1. Elsewhere (delta > 1, where the two values differ by a factor of about e at
+    least, or a loss without an excess form, :func:`_excess_form`) it is the difference
     L(p) - L*, which also raises the errors of :func:`risk` when a risk leaves float64."""
     s = _attention(prob.keys, P)
     margin, _ = _kernels.margins(s, _kernels.tensor(prob.scores[..., None]))
     plain = mean_loss(loss, margin.numpy(), axis=0) - _optimal_risk(prob.scores, loss)
-    form = next((f for name, f in _EXCESS_FORMS.items() if loss.same_function(LOSSES[name])),
-                None)
+    form = _excess_form(loss)
     if form is None:
         return plain
     gamma = prob.scores
@@ -81,12 +80,13 @@ def _excess_risk(prob: Problem, P: np.ndarray, loss: Loss) -> np.ndarray:
     return np.where(np.isfinite(accurate), accurate, plain)
 
 
-#: l(z* - delta) - l(z*) without a subtraction, for 0 <= delta <= 1 (see _excess_risk).
-_EXCESS_FORMS = {
-    "logistic": lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(top))),
-    "exponential": lambda delta, top: np.exp(-top) * np.expm1(delta),
-    "correlation": lambda delta, top: delta + 0.0 * top,
-}
+def _excess_form(loss: Loss):
+    """``loss.excess``, or None where it is not this loss's: a built-in's excess form on a loss
+    with other formulas (``dataclasses.replace`` keeps the field when it swaps the value)."""
+    for builtin in LOSSES.values():
+        if loss.excess is builtin.excess and not builtin.same_function(loss):
+            return None
+    return loss.excess
 
 
 # Logits below 2**SAFE_EXPONENT in size are computed directly; beyond, attention is computed

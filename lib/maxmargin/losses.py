@@ -29,7 +29,11 @@ class Loss:
     ``torch_value`` and ``torch_derivative`` are the same formulas on float64 tensors, for the
     training loops (a test checks that the two backends agree). ``log_value`` and ``log_slope``
     (numpy) are `log l(x)` and `log(-l'(x))`, given by losses whose value or slope overflows float64
-    at finite margins (None otherwise).
+    at finite margins (None otherwise). ``excess(delta, top)`` is `l(top - delta) - l(top)` for
+    `0 <= delta <= 1` without the subtraction (accurate where the two values agree in every digit),
+    for :func:`~maxmargin.excess_risk`; None (the default) takes the difference. A built-in's
+    ``excess`` serves only that built-in's formulas: a ``dataclasses.replace`` copy with other
+    formulas takes the difference.
 
     The built-in losses are ``LOGISTIC``, ``EXPONENTIAL`` and ``CORRELATION``, by name in
     ``LOSSES``; every ``loss=`` argument takes a name or a ``Loss``.
@@ -41,6 +45,8 @@ class Loss:
     value, derivative : numpy functions, `l(x)` and `l'(x)` elementwise.
     torch_value, torch_derivative : the same on float64 tensors.
     log_value, log_slope : numpy functions `log l(x)` and `log(-l'(x))`, or None (the default).
+    excess : numpy function ``excess(delta, top)`` (broadcasting), `l(top - delta) - l(top)`
+        for `0 <= delta <= 1`, or None (the default).
 
     Examples
     --------
@@ -59,10 +65,12 @@ class Loss:
     torch_derivative: Callable[[torch.Tensor], torch.Tensor]
     log_value: Callable[[np.ndarray], np.ndarray] | None = None
     log_slope: Callable[[np.ndarray], np.ndarray] | None = None
+    excess: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
     def same_function(self, other) -> bool:
-        """Whether ``other`` is a Loss with the same six formulas (its name and text aside): how
-        the engines recognise a built-in loss, so that a copy runs where the original does."""
+        """Whether ``other`` is a Loss with the same six formulas (its name, text and ``excess``
+        aside): how the engines recognise a built-in loss, so that a copy runs where the original
+        does. ``excess`` restates ``value``, and no engine reads it."""
         fields = ("value", "derivative", "torch_value", "torch_derivative", "log_value", "log_slope")
         return isinstance(other, Loss) and all(getattr(self, f) is getattr(other, f) for f in fields)
 
@@ -73,6 +81,8 @@ LOGISTIC = Loss(
     derivative=lambda x: -expit(-x),
     torch_value=lambda x: torch.logaddexp(torch.zeros_like(x), -x),
     torch_derivative=lambda x: -torch.sigmoid(-x),
+    # log((1 + e^(delta - top)) / (1 + e^-top)) = log1p(expm1(delta) sigmoid(-top))
+    excess=lambda delta, top: np.log1p(np.expm1(delta) / (1.0 + np.exp(top))),
 )
 EXPONENTIAL = Loss(
     "exponential", "exp(-x)",
@@ -82,6 +92,7 @@ EXPONENTIAL = Loss(
     torch_derivative=lambda x: -torch.exp(-x),
     log_value=lambda x: -np.asarray(x, dtype=np.float64),
     log_slope=lambda x: -np.asarray(x, dtype=np.float64),
+    excess=lambda delta, top: np.exp(-top) * np.expm1(delta),
 )
 CORRELATION = Loss(
     "correlation", "-x",
@@ -89,6 +100,7 @@ CORRELATION = Loss(
     derivative=lambda x: -np.ones_like(x, dtype=np.float64),
     torch_value=lambda x: -x,
     torch_derivative=lambda x: -torch.ones_like(x),
+    excess=lambda delta, top: delta + 0.0 * top,
 )
 
 # The built-in losses by name (documented on chapters/appendix-api.md).

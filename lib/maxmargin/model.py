@@ -588,9 +588,10 @@ def excess_risk(X, Y, v, p, *, W=None, loss: str | Loss = "logistic") -> np.ndar
 
     Returns
     -------
-    (...) array : `L(p) - L*` at each prompt, `>= 0`; for the built-in losses accurate to a few
-        units of roundoff relative to itself, also where `L(p)` and `L*` agree to every digit
-        (computed from the deficit of each margin, not as a difference of risks).
+    (...) array : `L(p) - L*` at each prompt, `>= 0`; for the built-in losses (and a ``Loss``
+        with an ``excess`` form) accurate to a few units of roundoff relative to itself, also
+        where `L(p)` and `L*` agree to every digit (computed from the deficit of each margin,
+        not as a difference of risks).
 
     Raises
     ------

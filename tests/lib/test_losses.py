@@ -114,6 +114,90 @@ def test_compiled_derivative_matches_the_formula_in_arbitrary_precision(name):
     np.testing.assert_allclose(got[:len(POINTS)], reference, rtol=1e-14, atol=1e-300)
 
 
+# the compiled restatement's grid: both signs of exp's range and beyond, the smallest margins
+# (subnormal or not), 0, the infinities and NaN, and margins drawn over exp's range
+EDGES = np.r_[-np.inf, -1e6, -800.0, -709.0, -30.0, -1.0, -1e-300, -5e-324, 0.0, 5e-324,
+              1e-300, 1.0, 30.0, 709.0, 740.0, 800.0, 1e6, np.inf, np.nan,
+              np.random.default_rng(38).uniform(-40.0, 40.0, 64),
+              np.random.default_rng(39).uniform(-745.0, 745.0, 64)]
+# The two exps differ by 2.1 ulp at most (_exp_lanes within 1.1, libm's within 1), then
+# 1 / (1 + e^z) rounds twice on each side: 4.1 ulp of the intermediates, a relative 4.1 eps,
+# at most 8 ulp of the result (an ulp is eps/2 to eps relative); measured: 4 (logistic slope
+# near z = 36.8, of 8000 margins), 1 (exponential), 0 (values, correlation).
+ULPS = 8
+
+
+def ulp_distance(got, want):
+    """|got - want| in units of want's last place (0 where both are the same inf or NaN)."""
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore"):
+        return np.where(same, 0.0, np.abs(got - want) / np.spacing(np.abs(want)))
+
+
+@pytest.mark.parametrize("loss", _blocks._COMPILED_LOSSES, ids=lambda loss: loss.name)
+def test_the_compiled_formulas_are_the_numpy_ones_at_every_margin(loss):
+    """The compiled kernels restate each built-in loss in numba (``_compiled._loss_value`` for the
+    recorded risk, ``_compiled._slopes`` with its vector exp for the step), reached through the code
+    that ``_blocks._loss_code`` gives the loss: they agree with ``loss.value`` and
+    ``loss.derivative`` to ULPS units in the last place on EDGES, infinities and NaN alike. Bugs
+    caught: the kernels' codes out of step with the table (one loss's code running another's
+    formulas), a sign or argument of exp changed in one restatement, NaN or a finite value where
+    numpy gives +-inf or 0 (past exp's range, at +-inf)."""
+    code = _blocks._loss_code(loss)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values, slopes = loss.value(EDGES), loss.derivative(EDGES)
+    got_values = np.array([_compiled._loss_value(code, float(z)) for z in EDGES])
+    lanes = _compiled.LANES
+    points = np.r_[EDGES, np.zeros(-len(EDGES) % lanes)]
+    got_slopes = np.empty_like(points)
+    for start in range(0, len(points), lanes):
+        _compiled._slopes(code, points[start:start + lanes].copy(), got_slopes[start:start + lanes],
+                          1, lanes)
+    got_slopes = got_slopes[:len(EDGES)]
+    assert np.all(ulp_distance(got_values, values) <= ULPS), (EDGES, got_values, values)
+    assert np.all(ulp_distance(got_slopes, slopes) <= ULPS), (EDGES, got_slopes, slopes)
+
+
+@pytest.mark.parametrize("loss", _blocks._COMPILED_LOSSES, ids=lambda loss: loss.name)
+@pytest.mark.parametrize("z", [-3.0, 0.25, 2.0])
+def test_the_compiled_scalar_slope_is_the_derivative(loss, z):
+    """``_compiled._refined_direction`` (the normalized step of tiny gradients) restates l' once
+    more, in scalar code: on one sequence of two tokens with one feature (attention (a, 1 - a),
+    margin z = a gamma_0 + (1 - a) gamma_1) its result g / (|g| + eps), eps = |g|, is sign(g) / 2
+    with |g| proportional to |l'(z)|, so eps is set from numpy's l'(z): a result of +-1/2 to
+    1e-14 means the same slope. Bug caught: the scalar branch of one loss computing another
+    loss's slope (or the codes of the table out of step with the kernels)."""
+    K = np.array([[[1.0], [-0.5]]])             # logits p k_t at p = 1: 1, -0.5
+    a = 1.0 / (1.0 + np.exp(-1.5))              # softmax weight of token 0
+    gamma = np.array([[z - 1.0, 0.0]])
+    gamma[0, 1] = (z - a * gamma[0, 0]) / (1.0 - a)   # margin z
+    margin = a * gamma[0, 0] + (1 - a) * gamma[0, 1]
+    weights = np.array([a, 1 - a])
+    g = np.sum(K[0, :, 0] * weights * (gamma[0] - margin)) * float(loss.derivative(margin))
+    got = _compiled._refined_direction(K, gamma, np.array([1.0]), _blocks._loss_code(loss),
+                                       abs(g), 1, 2, 1)
+    assert got[0] == pytest.approx(np.sign(g) * 0.5, rel=1e-13)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_excess_form_matches_the_difference_in_arbitrary_precision(name):
+    """``loss.excess(delta, top)`` is l(top - delta) - l(top), the difference taken in 50 digits
+    of the loss's own formula, to a few eps relative, where float64's difference cancels
+    (delta 1e-12 at top 40: l(40) = 4e-18 for the logistic loss, the excess 4e-30) and up to
+    delta = 1. Bugs caught: a sign flip of delta or top in one excess form, expm1(delta) for
+    e^-delta - 1, the logistic's sigmoid(-top) taken as sigmoid(top)."""
+    loss, f = mm.LOSSES[name], mp_loss(name)
+    delta = np.array([1e-12, 1e-6, 0.25, 1.0])[:, None]
+    top = np.array([-30.0, -1.0, 0.0, 2.5, 40.0])[None, :]
+    got = loss.excess(delta, top)
+    assert got.shape == (4, 5)
+    with mpmath.workdps(50):
+        want = np.array([[float(f(mpmath.mpf(t) - mpmath.mpf(d)) - f(mpmath.mpf(t)))
+                          for t in top[0]] for d in delta[:, 0]])
+    np.testing.assert_allclose(got, want, rtol=4e-15, atol=0)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_engines_recognise_a_loss_by_its_definition(name):
     """Bug caught: dispatch by object identity, under which a copied or renamed built-in loss
