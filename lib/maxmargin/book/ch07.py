@@ -710,16 +710,17 @@ def long_panel(ax, table: dict, *, penalized: float | None = None):
 
 
 def summary_table(study: FactorStudy) -> Table:
-    """The study's summary as a table, percentages with their Wilson intervals."""
+    """The study's summary as a table, percentages with their Wilson intervals (in percent)."""
     cols = ("reach Frobenius", "reach nuclear", "closer to nuclear")
 
     def share(row, c):
-        return (f"{100 * row[c]:.0f}% [{100 * row[c + ' low']:.0f}, "
-                f"{100 * row[c + ' high']:.0f}]%")
+        return (f"{100 * row[c]:.0f}% [{100 * row[c + ' low']:.0f}–"
+                f"{100 * row[c + ' high']:.0f}]")
 
     rows = [[name, *(share(row, c) for c in cols), row["median cos nuc"]]
             for name, row in study.summary.items()]
-    return table(rows, ["setting", *cols, "median cos nuc"], [None, None, None, None, ".4f"])
+    headers = ["setting", "reach Frob.", "reach nuclear", "closer to nuc.", "median cos nuc"]
+    return table(rows, headers, [None, None, None, None, ".4f"])
 
 
 def stall_comparison(inst, reference, *, scale: float = 0.01, seed: int = 1) -> dict:
