@@ -99,8 +99,7 @@ class _Scaled:
         return dlogits * unit, unit.reshape(1, -1)
 
     def finite(self, x) -> bool:
-        parts = x if isinstance(x, tuple) else (x,)
-        return all(bool(torch.isfinite(part).all()) for part in parts)
+        return bool(torch.isfinite(x).all())
 
 
 class Prompts(_Scaled):
@@ -371,6 +370,9 @@ class Factors(_Scaled):
         (FactorStack's Q under freeze_Q) stays."""
         moved = tuple(A - lr * step.T.reshape(A.shape) for A, step in zip(KQ, directions))
         return moved + KQ[len(moved):]
+
+    def finite(self, KQ) -> bool:
+        return all(bool(torch.isfinite(factor).all()) for factor in KQ)
 
     def finish(self, KQ) -> tuple:
         """(K, Q (R, B, d, m), risk (R, B))."""

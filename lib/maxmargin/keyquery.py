@@ -5,8 +5,8 @@ attention through its key and query matrices K, Q (d, m) instead of their produc
 (d, d), whose rank is then at most m. With one query z_i per sequence the logits are
 x_it^T K Q^T z_i, and the gradients follow from the W-gradient G = dL/dW of :func:`~maxmargin.gd_W`
 by the chain rule: dL/dK = G Q, dL/dQ = G^T K. Runs are batched over B starts as in
-:mod:`.train`, whose kernels (the softmax, margins, derivative weights, scale-safe normalized
-step, cost estimate and overflow errors) are reused here.
+:mod:`.train`, on the same torch loop (:func:`maxmargin._torchdescent.descend`, with
+:class:`~maxmargin._torchdescent.Factors`) and engine choice (:mod:`._engines`).
 """
 from __future__ import annotations
 

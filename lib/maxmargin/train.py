@@ -7,10 +7,11 @@ gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 ``record_every`` chooses which iterates a result holds: every step (1, the default), every k-th
 step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
 GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
-pure-torch loop :func:`_descend_torch`, and joint GD on (v, p) likewise (its torch loop:
-:func:`_descend_joint_torch`), as :func:`~maxmargin.gd_KQ` with one shared prompt (the kernels
-are in the same module); the environment variable ``MAXMARGIN_ENGINE`` (``auto``, ``compiled``
-or ``torch``) chooses, and tests check that both engines give the same iterates.
+one torch loop (:func:`maxmargin._torchdescent.descend`), and joint GD on (v, p) likewise, as
+:func:`~maxmargin.gd_KQ` with one shared prompt; the environment variable ``MAXMARGIN_ENGINE``
+(``auto``, ``compiled`` or ``torch``) chooses (:mod:`._engines`), and tests check that both
+engines give the same iterates. This module is the public layer: validation, settings
+(:class:`~maxmargin._descent.Descent`) and results.
 """
 from __future__ import annotations
 
