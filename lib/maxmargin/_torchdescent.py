@@ -77,13 +77,22 @@ def _failed(model, run: Descent, step: int, gamma: torch.Tensor, last: bool = Fa
                      **model.start_args, last=last)
 
 
-class _Scaled:
-    """What every parameterization shares: the step on a logit gradient (N, T, B) weighted per
-    sequence, its power of two per run, and the finiteness of an iterate (a tensor or a tuple).
+class _Parameterization:
+    """What :func:`descend` asks of a parameterization, with the parts most share.
 
-    ``exact_zeros``: whether a block's zero gradient under rescaled weights is exactly 0 (a
-    factor's, when the other factor is 0: a zero step) rather than underflowed (the gradient of
-    p, W or (v, p): no direction, refused as 0 / 0 by the finiteness check)."""
+    Attributes: ``start`` the first iterate x (a tensor, or a tuple of factors); ``eps`` one
+    normalization offset per gradient block; ``risk_shape`` (..., n, B) of the margins of one
+    risk; ``work`` elements per step (:func:`~maxmargin._kernels.threads_for`); ``start_args``
+    the start's arguments of :func:`~maxmargin._descent._overflow`; ``exact_zeros``: whether a
+    block's zero gradient under rescaled weights is exactly 0 (a factor's, when the other factor
+    is 0: a zero step) rather than underflowed (p, W, (v, p): no direction, refused as 0 / 0).
+
+    Methods: ``logits(x)`` -> logits (N, T, B) (overwritten by the softmax) and scores (N, T, 1
+    or B); ``record(r, x, s, margin, risk)``; ``logit_gradient(s, deviation, weights)``;
+    ``scaled_down(dlogits)`` -> (dlogits 2^-e, 2^-e in the shape of the weights' scale);
+    ``blocks(x, dlogits, scale)`` -> [(gradient (..., D, B), rescaled or None)], ``scale`` the
+    factor the loss part carries (None for 1; a penalty takes it too); ``moved(x, lr,
+    directions)`` -> the next iterate; ``finite(x)``; ``finish(x)`` -> the records."""
 
     exact_zeros = False
 
@@ -102,7 +111,7 @@ class _Scaled:
         return bool(torch.isfinite(x).all())
 
 
-class Prompts(_Scaled):
+class Prompts(_Parameterization):
     """GD on prompts p, M instances x B runs: keys K (M, n, T, d), scores gamma (M, n, T), starts
     P (M, B, d), tracked tokens (M, n). Logits k_it^T p (M n, T, B); one block, the gradient
     dL/dp = sum_it dlogit_it k_it (M, d, B). Records p, the risk, the attention on the tracked
@@ -164,7 +173,7 @@ class Prompts(_Scaled):
                 self.off.transpose(0, 1, 3, 2), final)
 
 
-class Matrices(_Scaled):
+class Matrices(_Parameterization):
     """GD on W with queries Z (n, d) (``shared``: one query q = Z[0] for all): tokens X (n, T, d),
     scores gamma (n, T), starts W0 (B, d, d). Logits x_it^T W z_i (n, T, B); one block, the
     gradient dL/dW = sum_it dlogit_it x_it z_i^T flattened (d d, B). Records W and the risk."""
@@ -230,7 +239,7 @@ class Matrices(_Scaled):
         return self.path, self.risk
 
 
-class Joint(_Scaled):
+class Joint(_Parameterization):
     """Joint GD on (v, p): tokens X and keys K (n, T, d), labels Y (n,), starts V, P (B, d),
     tracked (n,) or None. Scores Y_i v^T x_it and logits k_it^T p (n, T, B) both move; one block
     (2, d, B) of the two gradients dL/dv = sum_it (1/n) l'(z_i) s_it Y_i x_it and
@@ -297,7 +306,7 @@ class Joint(_Scaled):
         return self.v, self.p, self.risk, self.probability, self.on
 
 
-class Factors(_Scaled):
+class Factors(_Parameterization):
     """GD on the factors (K, Q) of W = K Q^T (gd_KQ): tokens X (n, T, d), scores gamma (n, T),
     queries Z (n, d) (``shared``: one query p = Z[0], contracted once: q = Q^T p, u = K q),
     starts K0, Q0 (B, d, m), penalty ``reg``. Logits x_it^T K Q^T z_i (n, T, B); two blocks,
