@@ -32,7 +32,8 @@ def descend(model, run: Descent):
             shift, top = torch.max(logits, dim=1, keepdim=True)
             s = _kernels.softmax_tokens_(logits, shift)
             margin, deviation = _kernels.margins(s, gamma, top)
-            margin = margin.reshape(model.risk_shape)         # (..., n, B): n sequences a risk
+            if model.risk_shape is not None:                  # (M, n, B): n sequences a risk
+                margin = margin.view(model.risk_shape)
             if record[r] == k:
                 model.record(r, x, s, margin, _risk_of(margin, loss))
                 r += 1
@@ -81,8 +82,8 @@ class _Parameterization:
     """What :func:`descend` asks of a parameterization, with the parts most share.
 
     Attributes: ``start`` the first iterate x (a tensor, or a tuple of factors); ``eps`` one
-    normalization offset per gradient block; ``risk_shape`` (..., n, B) of the margins of one
-    risk; ``work`` elements per step (:func:`~maxmargin._kernels.threads_for`); ``start_args``
+    normalization offset per gradient block; ``risk_shape`` (M, n, B), the margins (M n, B) of
+    M risks, or None (the margins (n, B) of one risk per run); ``work`` elements per step (:func:`~maxmargin._kernels.threads_for`); ``start_args``
     the start's arguments of :func:`~maxmargin._descent._overflow`; ``exact_zeros``: whether a
     block's zero gradient under rescaled weights is exactly 0 (a factor's, when the other factor
     is 0: a zero step) rather than underflowed (p, W, (v, p): no direction, refused as 0 / 0).
@@ -132,7 +133,9 @@ class Prompts(_Parameterization):
         self.on_mask = torch.from_numpy(hit.reshape(M * n, 1, T).astype(np.float64))
         self.off_mask = 1.0 - self.on_mask
         self.start = _kernels.tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
-        self.eps, self.risk_shape, self.work = run.eps, (M, n, B), M * n * T * B
+        # margins (M n, B) as (M, n, B), the n of each risk (one instance: as they are)
+        self.risk_shape = (M, n, B) if M > 1 else None
+        self.eps, self.work = run.eps, M * n * T * B
         self.start_args = dict(start="p0", start_logits=lambda: np.einsum("mntd,mbd->mntb", K, P),
                                sizes=(_largest(K),))
 
@@ -149,8 +152,10 @@ class Prompts(_Parameterization):
         self.risk[r] = risk
 
     def logit_gradient(self, s, deviation, weights):
-        M, n, T, B = self.shape
-        return super().logit_gradient(s, deviation, weights).reshape(M, n * T, B)
+        M, n, T, B = self.shape   # (the base's steps inline: a call is 5% of a small step)
+        dlogits = torch.mul(s, deviation, out=s)
+        dlogits *= weights.reshape(M * n, 1, B)
+        return dlogits.reshape(M, n * T, B)
 
     def scaled_down(self, dlogits):
         unit = _kernels.power_of_two_scale(dlogits, dims=1)   # (M, 1, B): per instance and run
@@ -190,7 +195,7 @@ class Matrices(_Parameterization):
         self.ZtT = _kernels.tensor(Z.T)                                     # (d, n)
         self.Zt = self.ZtT.T                                                # (n, d)
         self.start = _kernels.tensor(W0)                                    # (B, d, d)
-        self.eps, self.risk_shape, self.work = run.eps, (n, B), n * T * B
+        self.eps, self.risk_shape, self.work = run.eps, None, n * T * B
         self.start_args = dict(start="W0",
                                start_logits=lambda: _kernels.self_attention_logits(X, W0, Z),
                                sizes=(_largest(X), _largest(Z)))
@@ -260,10 +265,13 @@ class Joint(_Parameterization):
         self.K2T = self.K2.T.contiguous()
         self.start = _kernels.tensor(np.stack([V.T, P.T]))        # (2, d, B): v and p, batch-last
         self.grad = torch.empty_like(self.start)
-        # (2, n, T, B): (1/n) l'(z_i) s_it (for dL/dv) and dlogits (for dL/dp), in place
+        # (2, n, T, B): (1/n) l'(z_i) s_it (for dL/dv) and dlogits (for dL/dp), in place; views
+        # of the two buffers made once (a view costs as much as a small step's multiply)
         self.weighted = torch.empty((2, n, T, B), dtype=torch.float64)
+        self.parts, self.grads = tuple(self.weighted), tuple(self.grad)
+        self.columns = tuple(part.view(n * T, B) for part in self.parts)   # (n T, B) each
         self.eps = [torch.tensor(run.eps, dtype=torch.float64).reshape(2, 1, 1)]
-        self.risk_shape, self.work = (n, B), n * T * B
+        self.risk_shape, self.work = None, n * T * B
         self.start_args = dict(start="p0", start_logits=lambda: np.einsum("ntd,bd->ntb", K, P),
                                sizes=(_largest(K),))
 
@@ -280,20 +288,22 @@ class Joint(_Parameterization):
 
     def logit_gradient(self, s, deviation, weights):
         weights = weights[:, None, :]
-        out = self.weighted
-        torch.mul(s, weights, out=out[0])
-        torch.mul(s, deviation, out=out[1])
-        out[1].mul_(weights)
-        return out
+        for_v, for_p = self.parts
+        torch.mul(s, weights, out=for_v)
+        torch.mul(s, deviation, out=for_p)
+        for_p.mul_(weights)
+        return self.weighted
 
     def blocks(self, VP, weighted, scale):
         n, T, B = self.shape
-        torch.mm(self.XYT, weighted[0].view(n * T, B), out=self.grad[0])   # dL/dv
-        torch.mm(self.K2T, weighted[1].view(n * T, B), out=self.grad[1])   # dL/dp
+        for_v, for_p = (self.columns if weighted is self.weighted else
+                        (weighted[0].view(n * T, B), weighted[1].view(n * T, B)))   # (retry)
+        torch.mm(self.XYT, for_v, out=self.grads[0])   # dL/dv
+        torch.mm(self.K2T, for_p, out=self.grads[1])   # dL/dp
 
         def rescaled():   # both gradients from factors scaled up: (grad 2^k, k)
-            gv, kv = _scaled_contraction(self.XYT, weighted[0].view(n * T, B))
-            gp, kp = _scaled_contraction(self.K2T, weighted[1].view(n * T, B))
+            gv, kv = _scaled_contraction(self.XYT, for_v)
+            gp, kp = _scaled_contraction(self.K2T, for_p)
             return torch.stack([gv, gp]), torch.stack([kv, kp])
 
         return [(self.grad, rescaled)]
@@ -327,7 +337,7 @@ class Factors(_Parameterization):
         self.X2T = self.Xt.view(n * T, d).T.contiguous()            # (d, n T)
         self.p = Zt[0]                                               # the query, when shared
         self.start = (_kernels.tensor(K0), _kernels.tensor(Q0))     # (B, d, m) each
-        self.eps, self.risk_shape, self.work = run.eps * 2, (n, B), n * T * B
+        self.eps, self.risk_shape, self.work = run.eps * 2, None, n * T * B
         # The causes _overflow names: the start (K0, Q0), or the bound 2 max|gamma| max|x|
         # max|z| of the gradient in W, through which the factors' gradients go.
         self.start_args = dict(
@@ -375,13 +385,14 @@ class Factors(_Parameterization):
                 _flat(grad_Q, None if factors is None else factors.grad_Q)]
 
     def moved(self, KQ, lr, directions):
-        """(K, Q) each moved along its block's direction (d m, B); a factor without a block
-        (FactorStack's Q under freeze_Q) stays."""
-        moved = tuple(A - lr * step.T.reshape(A.shape) for A, step in zip(KQ, directions))
-        return moved + KQ[len(moved):]
+        """(K, Q) each moved along its block's direction (d m, B); without a second block
+        (FactorStack's Q under freeze_Q) Q stays."""
+        K, Q = KQ
+        K = K - lr * directions[0].T.reshape(K.shape)
+        return (K, Q if len(directions) == 1 else Q - lr * directions[1].T.reshape(Q.shape))
 
     def finite(self, KQ) -> bool:
-        return all(bool(torch.isfinite(factor).all()) for factor in KQ)
+        return bool(torch.isfinite(KQ[0]).all()) and bool(torch.isfinite(KQ[1]).all())
 
     def finish(self, KQ) -> tuple:
         """(K, Q (R, B, d, m), risk (R, B))."""
@@ -405,7 +416,7 @@ class FactorStack(Factors):
         self.ZtT = Zt.transpose(1, 2).contiguous()                   # (M, d, n)
         self.start = (_kernels.tensor(K0), _kernels.tensor(Q0))     # (M, d, m) each
         self.eps = run.eps * 2
-        self.risk_shape, self.work = (n, M), n * T * M
+        self.risk_shape, self.work = None, n * T * M
         self.start_args = dict(
             start="K0, Q0", sizes=(_largest(X), _largest(Z)),
             start_logits=lambda: np.einsum("bntd,bde,bne->bnt", X, K0 @ np.swapaxes(Q0, 1, 2), Z))
