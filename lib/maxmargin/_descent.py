@@ -6,12 +6,30 @@ error that names why a gradient left float64, and the read-only arrays of the re
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from . import _checks
 from .losses import EXPONENTIAL, Loss, get_loss, rounded_mean
+
+
+@dataclass(frozen=True)
+class Descent:
+    """The validated settings of one descent, for every engine and parameterization: ``steps``
+    updates of size ``lr`` on ``loss``, ``normalized`` or plain, with ``eps`` the normalization
+    offsets of the blocks (``(eps,)``; ``(eps_v, eps_p)`` for (v, p)), ``record`` (R,) the
+    recorded step indices (the last one ``steps``) and ``caller`` the public function that error
+    messages name. The compiled wrappers turn it into the kernels' NamedTuples."""
+
+    steps: int
+    lr: float
+    loss: Loss
+    normalized: bool
+    eps: tuple
+    record: np.ndarray
+    caller: str
 
 
 def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,

@@ -5,8 +5,8 @@ attention through its key and query matrices K, Q (d, m) instead of their produc
 (d, d), whose rank is then at most m. With one query z_i per sequence the logits are
 x_it^T K Q^T z_i, and the gradients follow from the W-gradient G = dL/dW of :func:`~maxmargin.gd_W`
 by the chain rule: dL/dK = G Q, dL/dQ = G^T K. Runs are batched over B starts as in
-:mod:`.train`, whose kernels (the softmax, margins, derivative weights, scale-safe normalized
-step, cost estimate and overflow errors) are reused here.
+:mod:`.train`, on the same torch loop (:func:`maxmargin._torchdescent.descend`, with
+:class:`~maxmargin._torchdescent.Factors`) and engine choice (:mod:`._engines`).
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ import torch
 from . import _checks, _kernels
 from .losses import EXPONENTIAL, Loss, rounded_mean
 from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
-from ._descent import (_affordable_descent, _largest, _overflow, _queries_shared, _readonly,
-                       _record_count, _record_steps, _risk_of, _settings)
+from ._descent import (Descent, _affordable_descent, _largest, _queries_shared, _readonly,
+                       _record_count, _record_steps, _settings)
+from ._engines import engine
 from ._factors import _stacked_factors
-from ._stepping import _step_direction, _times_power_of_two, _up_exponent
+from ._torchdescent import FactorStack, Factors, descend
 from .problem import problem
-from .train import engine
 
 
 def _unit_scaled(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -192,18 +192,17 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     B, _, m = K.shape
     _affordable_descent(steps, _record_count(steps, record_every), B,
                         n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + 1, 0)
-    record = _record_steps(steps, record_every)
+    run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every), "gd_KQ")
     shared = _queries_shared(queries, Z)
     if (shared and reg == 0 and _loss_code(loss) is not None
             and engine(work=B * (steps + 1) * n * T * d, kernel="gd_KQ") == "compiled"):
-        run = _descend_KQ_compiled(X, gamma, Z[0], K, Q, steps, lr, loss, normalized, eps, record)
-        if run is not None:
-            return run
-    return _descend_KQ(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, record, shared)
+        result = _descend_KQ_compiled(X, gamma, Z[0], K, Q, run)
+        if result is not None:
+            return result
+    return _descend_KQ(X, gamma, Z, K, Q, reg, shared, run)
 
 
-def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
-                         record) -> KQTrajectory | None:
+def _descend_KQ_compiled(X, gamma, p, K0, Q0, run: Descent) -> KQTrajectory | None:
     """:func:`_descend_KQ` for one shared prompt p (d,) and reg = 0 on the compiled kernel
     (:func:`maxmargin._compiled.descend_kq`), or None where the torch loop must run the call.
 
@@ -229,163 +228,29 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, steps, lr, loss, normalized, eps,
     B, _, m = K0.shape
     lanes = _block_lanes(B, 1, _TWO_LANE_COSTS)   # (B = 16 on two threads: two blocks of 8)
     kernel = _compiled.descend_kq_wide if lanes == _compiled.WIDE else _compiled.descend_kq
-    out = _compiled.empty_kq_records(len(record), B, d, m)   # the real starts only
-    run = _compiled.KQSettings(steps, lr, _loss_code(loss), bool(normalized), eps,
-                               _compiled.kernel_array(record, np.int64), pp,
-                               float(np.sqrt(pp)), _largest(p))
+    out = _compiled.empty_kq_records(len(run.record), B, d, m)   # the real starts only
+    settings = _compiled.KQSettings(run.steps, run.lr, _loss_code(run.loss),
+                                    bool(run.normalized), run.eps[0],
+                                    _compiled.kernel_array(run.record, np.int64), pp,
+                                    float(np.sqrt(pp)), _largest(p))
     q0 = np.einsum("bdm,d->bm", Q0, p)                         # q = Q^T p
     # every array as ready_kq() compiled for (a read-only one, e.g. a broadcast query, is another
     # numba type, compiled again without the SLP vectorizer)
     X, gamma, p, K0, Q0, q0 = (_compiled.kernel_array(a) for a in (X, gamma, p, K0, Q0, q0))
-    _run_blocks(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, run, out)
+    _run_blocks(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, settings, out)
     if np.any(out.marked):
         return None
-    return KQTrajectory(_readonly(out.K), _readonly(out.Q), _readonly(out.risk), lr, normalized,
-                        0.0, _readonly(record))
+    return KQTrajectory(_readonly(out.K), _readonly(out.Q), _readonly(out.risk), run.lr,
+                        run.normalized, 0.0, _readonly(run.record))
 
 
-def _factor_step(grad: torch.Tensor, normalized: bool, eps: float, scale,
-                 rescaled=None) -> torch.Tensor:
-    """The step direction of one factor from its gradient (B, d, m): the gradient itself, or
-    each run's divided by (its Frobenius norm + eps) with :func:`~maxmargin._stepping._step_direction`
-    (scale-safe). ``scale`` (1, B) or None is the rescaling of the loss's weights
-    (:func:`~maxmargin._kernels.derivative_weights`), by which eps is multiplied; a zero
-    gradient (the other factor is 0) is a zero step even when eps * scale underflows to 0.
-    ``rescaled``: a callable returning (grad 2^k (B, d, m), k (B,)) from factors scaled up, for a
-    gradient whose terms may be subnormal (see :func:`~maxmargin._stepping._step_direction`)."""
-    B = grad.shape[0]
-    flat = grad.reshape(B, -1).T                              # (d m, B): one column per run
-
-    def flat_rescaled():
-        scaled, k = rescaled()
-        return scaled.reshape(B, -1).T, k.reshape(1, B)
-
-    step = _step_direction(flat, normalized, eps if scale is None else eps * scale,
-                           None if rescaled is None else flat_rescaled)
-    if normalized and scale is not None:
-        step = torch.where(torch.any(flat != 0, dim=0, keepdim=True), step, 0.0)
-    return step.T.reshape(grad.shape)
-
-
-class _KQFactors:
-    """The gradients of gd_KQ's torch loop at one step recomputed from factors scaled up by
-    powers of two (:func:`~maxmargin._stepping._up_exponent`): ``grad_K()`` and ``grad_Q()`` return
-    (grad 2^k (B, d, m), k (B,)), for a normalized step whose gradient's terms may be subnormal.
-    X2T (d, n T), Xt (n, T, d), dlogits (n, T, B), p (d,) the shared query and q = Q^T p (B, m),
-    or ZtT (d, n) and C = Q^T Z (B, m, n); K (B, d, m) this step's K."""
-
-    def __init__(self, X2T, Xt, dlogits, p, q, ZtT, C, K, shared):
-        self.X2T, self.Xt, self.dlogits, self.p, self.q = X2T, Xt, dlogits, p, q
-        self.ZtT, self.C, self.K, self.shared = ZtT, C, K, shared
-        self._a = None
-
-    def _gradient_in_W(self):
-        """a 2^ka (B, d) (shared; G = a p^T) or A 2^ka (B, d, n) (G = A Z), and ka (B,)."""
-        if self._a is None:
-            n, T, B = self.dlogits.shape
-            kx = _up_exponent(self.X2T, dims=(0, 1))                       # (1, 1)
-            kd = _up_exponent(self.dlogits, dims=(0, 1))                   # (1, 1, B)
-            D = _times_power_of_two(self.dlogits, kd)
-            if self.shared:
-                a = (_times_power_of_two(self.X2T, kx) @ D.view(n * T, B)).T
-            else:
-                a = torch.einsum("ntb,ntd->bdn", D, _times_power_of_two(self.Xt, kx))
-            self._a = (a, (kx + kd).reshape(B))
-        return self._a
-
-    def grad_K(self):
-        a, ka = self._gradient_in_W()
-        if self.shared:                                              # a q^T
-            kq = _up_exponent(self.q, dims=1)                          # (B, 1)
-            return a[:, :, None] * _times_power_of_two(self.q, kq)[:, None, :], ka + kq[:, 0]
-        kc = _up_exponent(self.C, dims=(1, 2))                         # (B, 1, 1)
-        return a @ _times_power_of_two(self.C, kc).transpose(1, 2), ka + kc[:, 0, 0]
-
-    def grad_Q(self):
-        a, ka = self._gradient_in_W()
-        kK = _up_exponent(self.K, dims=(1, 2))                         # (B, 1, 1)
-        K = _times_power_of_two(self.K, kK)
-        if self.shared:                                              # p (K^T a)^T
-            kp = _up_exponent(self.p, dims=0)                          # (1,)
-            grad = _times_power_of_two(self.p, kp)[:, None] * (a[:, None, :] @ K)
-            return grad, ka + kK[:, 0, 0] + kp
-        kz = _up_exponent(self.ZtT, dims=(0, 1))                       # (1, 1)
-        grad = _times_power_of_two(self.ZtT, kz) @ (a.transpose(1, 2) @ K)
-        return grad, ka + kK[:, 0, 0] + kz[0]
-
-
-def _descend_KQ(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg,
-                record, shared: bool = False) -> KQTrajectory:
-    """The torch loop of :func:`gd_KQ` on validated inputs: X (n, T, d), scores gamma (n, T),
-    queries Z (n, d), starts K0, Q0 (B, d, m), recorded steps ``record`` (R,); ``shared``: every
-    row of Z is the same query p (then contracted once: q = Q^T p, u = K q, logits X u)."""
-    n, T, d = X.shape
-    B, _, m = K0.shape
-    R = len(record)
-    Ks, Qs = np.empty((R, B, d, m)), np.empty((R, B, d, m))
-    risks = np.empty((R, B))
-    G, Xt, Zt = _kernels.tensor(gamma[..., None]), _kernels.tensor(X), _kernels.tensor(Z)
-    ZtT = Zt.T.contiguous()                                   # (d, n)
-    X2 = Xt.view(n * T, d)
-    X2T = X2.T.contiguous()                                   # (d, n T)
-    p = Zt[0]                                                 # the query, when shared
-    K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (B, d, m)
-    # The causes :func:`~maxmargin._descent._overflow` names: the start (K0, Q0), or the bound
-    # 2 max|gamma| max|x| max|z| of the gradient in W, through which the factors' gradients go.
-    start = dict(start="K0, Q0",
-                 start_logits=lambda: _kernels.self_attention_logits(X, K0 @ np.swapaxes(Q0, 1, 2), Z),
-                 sizes=(_largest(X), _largest(Z)))
-    r = 0
-    with _kernels.threads_for(n * T * B):
-        for k in range(steps + 1):
-            if shared:
-                q = p @ Q                                     # (B, m): Q^T p
-                u = (K @ q[:, :, None])[:, :, 0]              # (B, d): K Q^T p
-                logits = (X2 @ u.T).view(n, T, B)             # x_it^T K Q^T p
-            else:
-                C = Q.transpose(1, 2) @ ZtT                  # (B, m, n): Q^T z_i
-                U = K @ C                                     # (B, d, n): u_i = K Q^T z_i
-                logits = torch.einsum("ntd,bdn->ntb", Xt, U)  # x_it^T K Q^T z_i, (n, T, B)
-            shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _kernels.softmax_tokens_(logits, shift)
-            margin, deviation = _kernels.margins(s, G, top)
-            if record[r] == k:
-                Ks[r], Qs[r], risks[r] = K.numpy(), Q.numpy(), _risk_of(margin, loss)
-                r += 1
-            if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
-                    raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start, last=True)
-                break
-            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
-            if weights is None:
-                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
-            dlogits = torch.mul(s, deviation, out=s)
-            dlogits *= weights[:, None, :]
-            if shared:                                        # G = a p^T
-                a = (X2T @ dlogits.view(n * T, B)).T          # (B, d)
-                grad_K = a[:, :, None] * q[:, None, :]        # G Q = a (Q^T p)^T
-                grad_Q = p[:, None] * (a[:, None, :] @ K)     # G^T K = p (K^T a)^T
-            else:
-                A = torch.einsum("ntb,ntd->bdn", dlogits, Xt)  # G = A Z, (B, d, n)
-                grad_K = A @ C.transpose(1, 2)                # G Q = A (Z Q), (B, d, m)
-                grad_Q = ZtT @ (A.transpose(1, 2) @ K)       # G^T K = Z^T (A^T K), (B, d, m)
-            if reg > 0:  # scaled as the loss's part when its weights were rescaled (scale < 1)
-                penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(B, 1, 1)
-                grad_K = grad_K + penalty * K
-                grad_Q = grad_Q + penalty * Q
-            # both gradients from factors scaled up by powers of two (X, dlogits, the queries,
-            # K): (grad 2^k, k), for a gradient whose terms may be subnormal (without penalty)
-            factors = None if reg > 0 else _KQFactors(
-                X2T, Xt, dlogits, p, q if shared else None, ZtT, None if shared else C, K, shared)
-            # a gradient that is not finite makes its factor not finite: one check below
-            K = K - lr * _factor_step(grad_K, normalized, eps, scale,
-                                      None if factors is None else factors.grad_K)
-            Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale,   # (factors: this step's K)
-                                      None if factors is None else factors.grad_Q)
-            if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
-                raise _overflow("gd_KQ", k, gamma, lr, loss, normalized, **start)
-    return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
-                        _readonly(record))
+def _descend_KQ(X, gamma, Z, K0, Q0, reg: float, shared: bool, run: Descent) -> KQTrajectory:
+    """The torch loop of :func:`gd_KQ` (:class:`~maxmargin._torchdescent.Factors`) on validated
+    inputs: X (n, T, d), scores gamma (n, T), queries Z (n, d) (``shared``: all rows one query
+    p), starts K0, Q0 (B, d, m)."""
+    K, Q, risk = descend(Factors(X, gamma, Z, K0, Q0, reg, shared, run), run)
+    return KQTrajectory(_readonly(K), _readonly(Q), _readonly(risk), run.lr, run.normalized, reg,
+                        _readonly(run.record))
 
 
 def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
@@ -449,69 +314,11 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
     m = K.shape[2]
     _affordable_descent(steps, _record_count(steps, record_every), M,
                         n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + n + 1, n * T)
-    record = _record_steps(steps, record_every)
-    return _descend_KQ_stack(X, gamma, Z, K, Q, steps, lr, loss, normalized, eps, reg, freeze_Q,
-                             record)
-
-
-def _descend_KQ_stack(X, gamma, Z, K0, Q0, steps, lr, loss, normalized, eps, reg, freeze_Q,
-                      record) -> KQTrajectory:
-    """The torch loop of :func:`gd_KQ_stack` on validated inputs: X (M, n, T, d), scores gamma
-    (M, n, T), queries Z (M, n, d), starts K0, Q0 (M, d, m), recorded steps ``record`` (R,).
-    The run axis b is the instance axis."""
-    M, n, T, d = X.shape
-    m = K0.shape[2]
-    R = len(record)
-    Ks, Qs = np.empty((R, M, d, m)), np.empty((R, M, d, m))
-    margins = np.empty((R, n, M))
-    G = _kernels.tensor(np.moveaxis(gamma, 0, -1))          # (n, T, M)
-    Xt, Zt = _kernels.tensor(X), _kernels.tensor(Z)          # (M, n, T, d), (M, n, d)
-    ZtT = Zt.transpose(1, 2).contiguous()                    # (M, d, n)
-    K, Q = _kernels.tensor(K0), _kernels.tensor(Q0)          # (M, d, m)
-    start = dict(start="K0, Q0",
-                 start_logits=lambda: np.einsum("bntd,bde,bne->bnt", X,
-                                                K0 @ np.swapaxes(Q0, 1, 2), Z),
-                 sizes=(_largest(X), _largest(Z)))
-    r = 0
-    with _kernels.threads_for(n * T * M):
-        for k in range(steps + 1):
-            C = Q.transpose(1, 2) @ ZtT                      # (M, m, n): Q^T z_i
-            U = K @ C                                         # (M, d, n): u_i = K Q^T z_i
-            logits = torch.einsum("bntd,bdn->ntb", Xt, U)     # (n, T, M)
-            shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _kernels.softmax_tokens_(logits.contiguous(), shift)
-            margin, deviation = _kernels.margins(s, G, top)
-            if record[r] == k:
-                Ks[r], Qs[r], margins[r] = K.numpy(), Q.numpy(), margin.numpy()
-                r += 1
-            if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
-                    raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start,
-                                    last=True)
-                break
-            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
-            if weights is None:
-                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
-            dlogits = torch.mul(s, deviation, out=s)
-            dlogits *= weights[:, None, :]
-            A = torch.einsum("ntb,bntd->bdn", dlogits, Xt)    # dL/dW = A Z, (M, d, n)
-            grad_K = A @ C.transpose(1, 2)                    # (M, d, m)
-            grad_Q = torch.matmul(ZtT, A.transpose(1, 2) @ K)  # (M, d, m): G^T K per instance
-            if reg > 0:
-                penalty = 2.0 * reg if scale is None else 2.0 * reg * scale.reshape(M, 1, 1)
-                grad_K = grad_K + penalty * K
-                grad_Q = grad_Q + penalty * Q
-            if not (bool(torch.isfinite(grad_K).all()) and bool(torch.isfinite(grad_Q).all())):
-                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
-            K_next = K - lr * _factor_step(grad_K, normalized, eps, scale)
-            if not freeze_Q:
-                Q = Q - lr * _factor_step(grad_Q, normalized, eps, scale)
-            K = K_next
-            if not (bool(torch.isfinite(K).all()) and bool(torch.isfinite(Q).all())):
-                raise _overflow("gd_KQ_stack", k, gamma, lr, loss, normalized, **start)
-    risks = _risk_of(margins, loss)                          # (R, M): mean over n
-    return KQTrajectory(_readonly(Ks), _readonly(Qs), _readonly(risks), lr, normalized, reg,
-                        _readonly(record))
+    run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every),
+                  "gd_KQ_stack")
+    K, Q, risk = descend(FactorStack(X, gamma, Z, K, Q, reg, freeze_Q, run), run)
+    return KQTrajectory(_readonly(K), _readonly(Q), _readonly(risk), lr, normalized, reg,
+                        _readonly(run.record))
 
 
 @dataclass(frozen=True)

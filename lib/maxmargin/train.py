@@ -7,15 +7,16 @@ gives B trajectories. A step is plain, ``x <- x - lr * g``, or normalized,
 ``record_every`` chooses which iterates a result holds: every step (1, the default), every k-th
 step and the last (k), or only the start and the last (None); ``result.steps`` lists them.
 GD on p runs on a compiled kernel (:mod:`._compiled`, numba) when numba is installed, else on the
-pure-torch loop :func:`_descend_torch`, and joint GD on (v, p) likewise (its torch loop:
-:func:`_descend_joint_torch`), as :func:`~maxmargin.gd_KQ` with one shared prompt (the kernels
-are in the same module); the environment variable ``MAXMARGIN_ENGINE`` (``auto``, ``compiled``
-or ``torch``) chooses, and tests check that both engines give the same iterates.
+one torch loop (:func:`maxmargin._torchdescent.descend`), and joint GD on (v, p) likewise, as
+:func:`~maxmargin.gd_KQ` with one shared prompt; the environment variable ``MAXMARGIN_ENGINE``
+(``auto``, ``compiled`` or ``torch``) chooses (:mod:`._engines`), and tests check that both
+engines give the same iterates. This module is the public layer: validation, settings
+(:class:`~maxmargin._descent.Descent`) and results.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-import os
 import sys
 from dataclasses import dataclass
 
@@ -23,14 +24,14 @@ import numpy as np
 import torch
 
 from . import _checks, _kernels
-from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
 from ._descent import STEP_OVERHEAD  # noqa: F401  (train.STEP_OVERHEAD, as before)
-from ._descent import (_affordable_descent, _largest, _overflow, _queries_shared, _record_count,
-                       _record_steps, _risk_of, _settings)
+from ._descent import (Descent, _affordable_descent, _queries_shared, _record_count,
+                       _record_steps, _settings)
+from ._engines import COMPILED_MIN_WORK, ENGINES, engine, load_compiled_engine  # noqa: F401
+from ._engines import _descend, _descend_joint, _descend_W
 from ._stepping import TINY_GRADIENT  # noqa: F401  (train.TINY_GRADIENT, as _compiled names it)
-from ._stepping import _scaled_contraction, _step_direction, _times_power_of_two, _up_exponent
-from .losses import Loss, expit
-from .problem import Problem, keyed, problem, stacked
+from .losses import Loss
+from .problem import keyed, problem, stacked
 
 
 @dataclass(frozen=True)
@@ -195,23 +196,14 @@ def gd(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "logist
     steps, lr, loss, eps = _settings(steps, lr, loss, eps=eps)
     normalized = _checks.flag(normalized, "normalized")
     tracked = None if track is None else _checks.indices(track, n, T, "track")
-    return _gd(prob, P, steps, lr, loss, normalized, eps, tracked, record_every)
-
-
-def _gd(prob: Problem, P: np.ndarray, steps: int, lr: float, loss: Loss, normalized: bool,
-        eps: float, tracked: np.ndarray | None, record_every) -> Trajectory:
-    """:func:`gd` on a validated problem (with its head), starts P (B, d) and settings;
-    ``tracked`` (n,) or None (the highest-score tokens)."""
-    n, T, d = prob.shape
     gamma, K = prob.scores, prob.keys
     _affordable_descent(steps, _record_count(steps, record_every),
                         len(P), n * T * d, d + 2 * n + 1, n * T)
-    record = _record_steps(steps, record_every)
+    run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every), "gd")
     tracked = np.argmax(gamma, axis=1) if tracked is None else tracked
-    run = _descend(K[None], gamma[None], P[None], steps, lr, loss, normalized, eps, tracked[None],
-                   record, "gd")
-    return Trajectory(run.path[:, 0], run.risk[:, 0], run.on[:, 0], run.off[:, 0], tracked,
-                      run.final[0], lr, normalized, record)
+    out = _descend(K[None], gamma[None], P[None], tracked[None], run)
+    return Trajectory(out.path[:, 0], out.risk[:, 0], out.on[:, 0], out.off[:, 0], tracked,
+                      out.final[0], lr, normalized, run.record)
 
 
 @dataclass(frozen=True)
@@ -327,7 +319,8 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
         raise ValueError(f"p0: needs at least one start (B >= 1), got shape {P.shape}")
     _affordable_descent(steps, _record_count(steps, record_every),
                         M * P.shape[1], n * T * d, d + 2 * n + 1, n * T)
-    record = _record_steps(steps, record_every)
+    run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every),
+                  "gd_stack")
     if track is None:
         tracked = np.argmax(gamma, axis=-1)
     else:
@@ -337,264 +330,9 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
                              f"each instance, got {track.shape}")
         tracked = np.stack([_checks.indices(t, n, T, "track") for t in track])
 
-    run = _descend(K, gamma, np.ascontiguousarray(P), steps, lr, loss, normalized, eps, tracked,
-                   record, "gd_stack")
-    return StackTrajectory(run.path, run.risk, run.on, run.off, tracked, run.final, lr, normalized,
-                           record)
-
-
-@dataclass(frozen=True)
-class _Records:
-    """What :func:`_descend` records for M instances x B runs at R steps."""
-
-    path: np.ndarray   # (R, M, B, d)
-    risk: np.ndarray   # (R, M, B)
-    on: np.ndarray     # (R, M, B, n) attention on the tracked tokens
-    off: np.ndarray    # (R, M, B, n) attention on all other tokens, summed
-    final: np.ndarray  # (M, B, n, T) attention at the last iterate
-
-
-ENGINES = ("auto", "compiled", "torch")
-# "auto" compiles only for runs of at least this many multiply-adds (B (steps + 1) n T d summed
-# over instances), about 0.3 s of the torch loop, until the kernel is loaded: loading it from
-# numba's cache costs about a second per process, which small runs (explorers, chapters' figures)
-# would not win back.
-COMPILED_MIN_WORK = 10**7
-
-
-def engine(*, work: float = float("inf"), kernel: str = "gd") -> str:
-    """The GD engine for a run of ``work`` multiply-adds: "compiled" (numba) or "torch".
-
-    Chosen by the environment variable MAXMARGIN_ENGINE: "auto" (the default: compiled when numba
-    can be imported, and the compiled ``kernel`` ("gd": GD on p, "gd_joint": on (v, p),
-    "gd_KQ": on the factors) is already loaded or ``work`` >= COMPILED_MIN_WORK), "compiled" or
-    "torch".
-    """
-    choice = os.environ.get("MAXMARGIN_ENGINE", "auto").strip().lower() or "auto"
-    if choice not in ENGINES:
-        raise ValueError(f"MAXMARGIN_ENGINE: expected one of {ENGINES}, got {choice!r}")
-    if choice == "torch":
-        return "torch"
-    if choice == "auto" and work < COMPILED_MIN_WORK and not _compiled_loaded(kernel):
-        return "torch"
-    try:
-        import numba  # noqa: F401  (deferred: importing numba costs about 0.3 s)
-    except ImportError:
-        if choice == "compiled":
-            raise ImportError("MAXMARGIN_ENGINE=compiled needs numba (pip install numba)") from None
-        return "torch"
-    return "compiled"
-
-
-def load_compiled_engine() -> None:
-    """Load the compiled GD kernel now (about a second from numba's cache) when the engine setting
-    allows it (numba installed, MAXMARGIN_ENGINE not "torch"): afterwards "auto" picks it for
-    small runs too. Worth it before many small runs of many steps, where the torch loop's fixed
-    cost per step dominates (chapters 03 and 04)."""
-    if engine() != "compiled":
-        return
-    from . import _compiled
-
-    _compiled.ready()
-
-
-def _descend(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller, *,
-             attention: bool = True, path: np.ndarray | None = None) -> _Records:
-    """The GD engine behind :func:`gd`, :func:`gd_stack` and :func:`gd_W` (shared query): keys K
-    (M, n, T, d), scores gamma (M, n, T), starts P (M, B, d), tracked tokens (M, n), recorded
-    steps ``record`` (R,); validated inputs. Runs the compiled kernel for the three built-in
-    losses when numba is there, the torch loop otherwise; ``caller`` names the public function in
-    error messages. ``attention=False``: no attention records (``on``, ``off``, ``final`` empty);
-    ``path``: a C-contiguous (R, M, B, d) buffer for the iterates (default: a new one)."""
-    M, n, T, d = K.shape
-    work = M * P.shape[1] * (steps + 1) * n * T * d
-    if _loss_code(loss) is not None and engine(work=work) == "compiled":
-        return _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                                 caller, attention, path)
-    return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record, caller,
-                          attention, path)
-
-
-_READY_FLAGS = {"gd": "_READY", "gd_joint": "_READY_JOINT", "gd_KQ": "_READY_KQ"}  # in _compiled
-
-
-def _compiled_loaded(kernel: str = "gd") -> bool:
-    module = sys.modules.get(__package__ + "._compiled")
-    return module is not None and bool(getattr(module, _READY_FLAGS[kernel]))
-
-
-def _start_of(K: np.ndarray, P: np.ndarray) -> dict:
-    """The start arguments of :func:`_overflow` for GD on p: keys K (M, n, T, d), starts P (M, B, d)."""
-    return dict(start="p0", start_logits=lambda: np.einsum("mntd,mbd->mntb", K, P),
-                sizes=(_largest(K),))
-
-
-def _descend_compiled(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                      caller, attention=True, path=None) -> _Records:
-    from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
-
-    _compiled.ready()
-    M, n, T, d = K.shape
-    B = P.shape[1]
-    lanes = _block_lanes(B, M, _GD_LANE_COSTS)
-    kernel = {_compiled.LANES: _compiled.descend, _compiled.WIDE: _compiled.descend_wide,
-              _compiled.WIDER: _compiled.descend_wider}[lanes]
-    P0 = _padded_starts(P, lanes)
-    out = _compiled.empty_records(len(record), M, B, n, T, d,  # the real starts only
-                                  attention=attention, path=path)
-    array = _compiled.kernel_array   # every array as ready() compiled for: no new specialization
-    prob = _compiled.Problem(array(K), array(gamma), array(tracked, np.int64))
-    run = _compiled.Settings(steps, lr, _loss_code(loss), bool(normalized), eps,
-                             array(record, np.int64))
-    _run_blocks(kernel, M * P0.shape[1] // lanes, prob, P0, run, out)
-    if np.any(out.failed >= 0):
-        # a lane met a number the kernel does not handle (an overflowing gradient of the
-        # logistic or correlation loss, say, whose normalized step the torch loop takes from
-        # scaled factors): the whole call reruns on the torch loop, so that its outcome (the
-        # result, or the error and its message) never depends on the engine (issue 38)
-        del out
-        return _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                              caller, attention, path)
-    _rerecord_risks(out.risk, out.path, K, gamma, loss)
-    return _Records(out.path, out.risk, out.on, out.off, out.final)
-
-
-def _rerecord_risks(risk: np.ndarray, path: np.ndarray, K, gamma, loss: Loss) -> None:
-    """Recompute, in place, the compiled kernels' recorded risks that are not finite, from the
-    recorded iterates with the one risk recorder (:func:`_risk_of`): the kernels sum l(z_i) / n,
-    inf when one loss is beyond float64 though the mean is not. risk (R, M, B), iterates path
-    (R, M, B, d), keys K (M, n, T, d), scores gamma (M, n, T). A risk beyond float64 stays inf."""
-    for r, m, b in map(tuple, np.argwhere(~np.isfinite(risk))):   # (rare: free when all finite)
-        risk[r, m, b] = _risk_at(K[m], gamma[m], path[r, m, b], loss)
-
-
-def _risk_at(K: np.ndarray, gamma: np.ndarray, p: np.ndarray, loss: Loss) -> float:
-    """The risk of one iterate p (d,) on keys K (n, T, d) and scores gamma (n, T), computed as
-    the torch loops do (margins relative to the most-attended token, :func:`_risk_of`)."""
-    n, T, d = K.shape
-    logits = (_kernels.tensor(K.reshape(n * T, d)) @ _kernels.tensor(p[:, None])).view(n, T, 1)
-    shift, top = torch.max(logits, dim=1, keepdim=True)
-    s = _kernels.softmax_tokens_(logits, shift)
-    margin, _ = _kernels.margins(s, _kernels.tensor(gamma[..., None]), top)
-    return float(_risk_of(margin, loss)[0])
-
-
-# The compiled GD kernel's time per lane-step for blocks of 8, 16 and 32 starts, relative to 16:
-# measured side by side, kernel alone, one thread, at (100, 10, 10, 64), (1000, 20, 32, 16) and
-# (8, 4, 4, 1024) (16 lanes 1.2-1.4x faster per start than 8; 32 lanes 1.1-1.3x faster than 16,
-# with AVX-512 and with AVX2 code)
-_GD_LANE_COSTS = {8: 1.3, 16: 1.0, 32: 0.85}
-
-
-def _padded_starts(S: np.ndarray, lanes: int) -> np.ndarray:
-    """Starts S (..., B, d) padded to a multiple of ``lanes`` along B for the compiled kernels:
-    the spare lanes repeat the last start (their results are dropped)."""
-    B = S.shape[-2]
-    padded = np.empty(S.shape[:-2] + (-(-B // lanes) * lanes, S.shape[-1]))
-    padded[..., :B, :] = S
-    padded[..., B:, :] = S[..., -1:, :]
-    return padded
-
-
-def _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p, tracked,
-                            record) -> tuple:
-    """:func:`_descend_joint_torch` on the compiled kernel (:mod:`._compiled`, section gd_joint).
-
-    The kernel marks a lane that met a margin or slope that is not finite (a gradient that is not
-    finite makes the next iterate so, and its margins NaN) and stops its block; the whole call
-    then reruns on the torch loop. That is correct because where every number is finite the torch loop neither
-    raises nor rescales (derivative_weights rescales only non-finite slopes, the F6 retry and the
-    errors follow only a non-finite iterate), so the two compute the same steps; and the rerun,
-    from the same starts, makes every other case the torch engine's: the same error message, or
-    the same rescaled steps. (The scale-safe normalization of a gradient whose squares under- or
-    overflow is in both.)
-    """
-    from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
-
-    _compiled.ready_joint()
-    n, T, d = X.shape
-    B = P.shape[0]
-    lanes = _block_lanes(B, 1, _TWO_LANE_COSTS)   # (B = 16 on two threads: two blocks of 8)
-    kernel = _compiled.descend_joint_wide if lanes == _compiled.WIDE else _compiled.descend_joint
-    V0, P0 = _padded_starts(V, lanes), _padded_starts(P, lanes)
-    out = _compiled.empty_joint_records(len(record), B, n, d)   # the real starts only
-    array = _compiled.kernel_array   # every array as ready_joint() compiled for
-    prob = _compiled.JointProblem(array(Y[:, None, None] * X),  # exact
-                                  array(K),
-                                  np.zeros(n, dtype=np.int64) if tracked is None
-                                  else array(tracked, np.int64))
-    run = _compiled.JointSettings(steps, lr, _loss_code(loss), bool(normalized), eps_v, eps_p,
-                                  array(record, np.int64), tracked is not None)
-    _run_blocks(kernel, P0.shape[0] // lanes, prob, V0, P0, run, out)
-    if np.any(out.failed >= 0):
-        del out
-        return _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p,
-                                    tracked, record)
-    return out.v, out.p, out.risk, out.probability, out.on
-
-
-def _descend_torch(K, gamma, P, steps, lr, loss, normalized, eps, tracked, record,
-                   caller, attention=True, path=None) -> _Records:
-    """The pure-torch engine: the whole batch as one array program per step."""
-    M, n, T, d = K.shape
-    B = P.shape[1]
-    R = len(record)
-    path = np.empty((R, M, B, d)) if path is None else path
-    risks = np.empty((R, M, B))
-    on = np.empty((R if attention else 0, M, n, B))
-    off = np.empty((R if attention else 0, M, n, B))
-    Kt = _kernels.tensor(K.reshape(M, n * T, d))
-    KtT = Kt.transpose(1, 2).contiguous()  # (M, d, n T): a contiguous copy makes the contraction faster
-    G = _kernels.tensor(gamma.reshape(M * n, T, 1))
-    Pt = _kernels.tensor(np.swapaxes(P, 1, 2))  # (M, d, B)
-    hit = np.arange(T) == tracked[..., None]  # (M, n, T)
-    on_mask = torch.from_numpy(hit.reshape(M * n, 1, T).astype(np.float64))
-    off_mask = 1.0 - on_mask
-    r = 0
-
-    with _kernels.threads_for(M * n * T * B):
-        for k in range(steps + 1):
-            logits = (Kt @ Pt).reshape(M * n, T, B)
-            shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _kernels.softmax_tokens_(logits, shift)
-            margin, deviation = _kernels.margins(s, G, top)
-            if record[r] == k:
-                path[r] = Pt.transpose(1, 2).numpy()
-                if attention:
-                    on[r] = torch.bmm(on_mask, s).reshape(M, n, B).numpy()
-                    off[r] = torch.bmm(off_mask, s).reshape(M, n, B).numpy()  # accurate far below 1e-16
-                risks[r] = _risk_of(margin.reshape(M, n, B), loss)
-                r += 1
-            if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # logits of the last iterate
-                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P),
-                                    last=True)
-                break
-            weights, scale = _kernels.derivative_weights(margin.reshape(M, n, B), loss, normalized)
-            if weights is None:
-                raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
-            dlogits = torch.mul(s, deviation, out=s)
-            dlogits *= weights.reshape(M * n, 1, B)
-            dlogits = dlogits.reshape(M, n * T, B)
-            step_eps = eps if scale is None else eps * scale
-            # a gradient that is not finite makes the iterate not finite: one check below
-            new = Pt - lr * _step_direction(KtT @ dlogits, normalized, step_eps,
-                                            lambda: _scaled_contraction(KtT, dlogits))
-            if not bool(torch.isfinite(new).all()):   # (one check per step where all is well)
-                if normalized:
-                    # the contraction overflowed (slopes near 1e306 times keys 1e3) though the
-                    # direction is finite: each run's power of two out of dlogits (exact), eps
-                    # alike
-                    unit = _kernels.power_of_two_scale(dlogits, dims=1)
-                    new = Pt - lr * _step_direction(KtT @ (dlogits * unit), True, step_eps * unit)
-                if not bool(torch.isfinite(new).all()):  # 0 / 0: a zero gradient, eps * scale = 0
-                    raise _overflow(caller, k, gamma, lr, loss, normalized, **_start_of(K, P))
-            Pt = new
-        if not attention:
-            return _Records(path, risks, on, off, np.empty((0, B, n, T)))
-        final = _kernels.softmax_tokens_((Kt @ Pt).reshape(M * n, T, B))
-    final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
-    return _Records(path, risks, on.transpose(0, 1, 3, 2), off.transpose(0, 1, 3, 2), final)
+    out = _descend(K, gamma, np.ascontiguousarray(P), tracked, run)
+    return StackTrajectory(out.path, out.risk, out.on, out.off, tracked, out.final, lr, normalized,
+                           run.record)
 
 
 @dataclass(frozen=True)
@@ -703,87 +441,13 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     shared = _queries_shared(queries, Z)
     _affordable_descent(steps, _record_count(steps, record_every),
                         Wk.shape[0], n * T * d * (d + 2), d * d + 1, 0)
-    record = _record_steps(steps, record_every)
+    run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every), "gd_W")
     if shared:
-        run = _descend_W_shared(X, gamma, Wk, Z[0], steps, lr, loss, normalized, eps, record)
-        if run is not None:
-            return run
-
-    B = Wk.shape[0]
-    path = np.empty((len(record),) + Wk.shape)
-    risks = np.empty((len(record), B))
-    G, X2 = _kernels.tensor(gamma[..., None]), _kernels.tensor(X.reshape(n * T, d))
-    X2T = X2.T.contiguous()                                   # (d, n T)
-    Xb, XbT = X2.view(n, T, d), X2T.view(d, n, T).permute(1, 0, 2)  # (n, T, d), (n, d, T) views
-    q = _kernels.tensor(Z[0])                                 # (d,) the shared query
-    ZtT = _kernels.tensor(Z.T)                                # (d, n)
-    Zt = ZtT.T                                                # (n, d)
-    Wt = _kernels.tensor(Wk)                                  # (B, d, d)
-    start_W = dict(start="W0", start_logits=lambda: _kernels.self_attention_logits(X, path[0], Z),
-                   sizes=(_largest(X), _largest(Z)))
-    r = 0
-    with _kernels.threads_for(n * T * B):
-        for k in range(steps + 1):
-            # contract W with the queries first: u = W z (B, d, [n]), then the logits x_it^T u
-            if shared:
-                logits = (X2 @ (Wt @ q).T).view(n, T, B)
-            else:
-                logits = torch.bmm(Xb, (Wt @ ZtT).permute(2, 1, 0))   # (n, T, d) @ (n, d, B)
-            shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _kernels.softmax_tokens_(logits, shift)
-            margin, deviation = _kernels.margins(s, G, top)
-            if record[r] == k:
-                path[r] = Wt.numpy()
-                risks[r] = _risk_of(margin, loss)
-                r += 1
-            if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
-                    raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W, last=True)
-                break
-            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
-            if weights is None:
-                raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
-            dlogits = torch.mul(s, deviation, out=s)
-            dlogits *= weights[:, None, :]
-
-            def step(dlogits, step_eps):
-                # dL/dW = sum_it dlogit_it x_it z_i^T: first a = sum_t dlogit x (the tokens),
-                # then the outer products with the queries (one for a shared query)
-                if shared:
-                    a = X2T @ dlogits.view(n * T, B)                   # (d, B)
-                    grad = a.T[:, :, None] * q                         # (B, d, d)
-                else:
-                    A = torch.bmm(XbT, dlogits)                        # (n, d, B)
-                    grad = A.permute(2, 1, 0) @ Zt                     # (B, d, n) @ (n, d)
-                def rescaled():   # (grad 2^k, k): X, dlogits and the queries scaled up
-                    if shared:
-                        a, k = _scaled_contraction(X2T, dlogits.view(n * T, B))
-                        kq = _up_exponent(q, dims=0)
-                        grad = a.T[:, :, None] * _times_power_of_two(q, kq)
-                    else:       # one scale for all of X, and for each run's dlogits
-                        kx, kd = _up_exponent(X2T, dims=(0, 1)), _up_exponent(dlogits, (0, 1))
-                        A = torch.bmm(_times_power_of_two(XbT, kx),
-                                      _times_power_of_two(dlogits, kd))  # (n, d, B)
-                        k, kq = (kx + kd).reshape(1, B), _up_exponent(Zt, dims=(0, 1))
-                        grad = A.permute(2, 1, 0) @ _times_power_of_two(Zt, kq)
-                    return grad.reshape(B, -1).T, (k + kq).reshape(1, B)
-
-                flat = _step_direction(grad.reshape(B, -1).T, normalized, step_eps, rescaled).T
-                return Wt - lr * flat.reshape(Wt.shape)
-
-            step_eps = eps if scale is None else eps * scale
-            # a gradient that is not finite makes the iterate not finite: one check below
-            new = step(dlogits, step_eps)
-            if not bool(torch.isfinite(new).all()):
-                if normalized:
-                    # the contraction overflowed though the direction is finite: each run's
-                    # power of two out of dlogits (exact), and eps alike
-                    unit = _kernels.power_of_two_scale(dlogits, dims=(0, 1))  # (1, 1, B)
-                    new = step(dlogits * unit, step_eps * unit.reshape(1, B))
-                if not bool(torch.isfinite(new).all()):
-                    raise _overflow("gd_W", k, gamma, lr, loss, normalized, **start_W)
-            Wt = new
-    return WTrajectory(path, risks, lr, normalized, record)
+        result = _descend_W_shared(X, gamma, Wk, Z[0], run)
+        if result is not None:
+            return result
+    path, risks = _descend_W(X, gamma, Wk, Z, shared, run)
+    return WTrajectory(path, risks, lr, normalized, run.record)
 
 
 @dataclass(frozen=True)
@@ -894,14 +558,8 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     _affordable_descent(steps, _record_count(steps, record_every), len(P), n * T * d,
                         2 * d + n + 2, 0)
     record = _record_steps(steps, record_every)
-    work = 2 * len(P) * (steps + 1) * n * T * d
-    if _loss_code(loss) is not None and engine(work=work, kernel="gd_joint") == "compiled":
-        vs, ps, risks, probs, on = _descend_joint_compiled(X, Y, K, V, P, steps, lr, loss,
-                                                           normalized, eps_v, eps_p, tracked,
-                                                           record)
-    else:
-        vs, ps, risks, probs, on = _descend_joint_torch(X, Y, K, V, P, steps, lr, loss,
-                                                        normalized, eps_v, eps_p, tracked, record)
+    run = Descent(steps, lr, loss, normalized, (eps_v, eps_p), record, "gd_joint")
+    vs, ps, risks, probs, on = _descend_joint(X, Y, K, V, P, tracked, run)
     if tracked is None:
         R, B = len(record), len(P)
         rows = np.arange(n)
@@ -915,86 +573,7 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     return JointTrajectory(vs, ps, risks, probs, on, tracked, lr, normalized, record)
 
 
-def _descend_joint_torch(X, Y, K, V, P, steps, lr, loss, normalized, eps_v, eps_p, tracked,
-                         record) -> tuple:
-    """The torch loop of :func:`gd_joint` on validated inputs: tokens X and keys K (n, T, d),
-    labels Y (n,), starts V, P (B, d), tracked (n,) or None, recorded steps ``record`` (R,).
-    Returns the records (v, p, risk, probability, on); ``on`` is left unset when ``tracked`` is
-    None (gd_joint fills it after the run). Raises the overflow errors of gd_joint."""
-    n, T, d = X.shape
-    R = len(record)
-    B = P.shape[0]
-
-    vs, ps = np.empty((R, B, d)), np.empty((R, B, d))
-    risks, probs = np.empty((R, B)), np.empty((R, B))
-    on = np.empty((R, B, n))   # attention on the tracked tokens (filled after the run if None)
-    start_joint = dict(start="p0", start_logits=lambda K=K, P=P: np.einsum("ntd,bd->ntb", K, P),
-                       sizes=(_largest(K),))
-    # tokens signed by their labels, Y_i x_it (exact): the scores are one matmul, XY @ v
-    XY = _kernels.tensor((Y[:, None, None] * X).reshape(n * T, d))
-    XYT, K2 = XY.T.contiguous(), _kernels.tensor(K.reshape(n * T, d))
-    K2T = K2.T.contiguous()
-    VP = _kernels.tensor(np.stack([V.T, P.T]))               # (2, d, B): v and p, batch-last
-    grad = torch.empty_like(VP)
-    offsets = torch.tensor([eps_v, eps_p], dtype=torch.float64).reshape(2, 1, 1)  # their eps
-    rows = np.arange(n)
-    work = torch.empty((n, T, B), dtype=torch.float64)  # dlogits for dL/dp, in place
-    r = 0
-    with _kernels.threads_for(n * T * B):
-        for k in range(steps + 1):
-            gamma = (XY @ VP[0]).view(n, T, B)
-            logits = (K2 @ VP[1]).view(n, T, B)
-            shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _kernels.softmax_tokens_(logits, shift)
-            margin, deviation = _kernels.margins(s, gamma, top)
-            if record[r] == k:
-                vs[r], ps[r] = VP[0].T.numpy(), VP[1].T.numpy()
-                risks[r] = _risk_of(margin, loss)
-                probs[r] = np.mean(expit(margin.numpy()), axis=0)
-                if tracked is not None:
-                    on[r] = s.numpy()[rows, tracked].T
-                r += 1
-            if k == steps:
-                if not bool(torch.isfinite(margin).all()):   # the last iterate's logits
-                    raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
-                                    **start_joint, last=True)
-                break
-            weights, scale = _kernels.derivative_weights(margin, loss, normalized)
-            if weights is None:
-                raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized, **start_joint)
-            weights = weights[:, None, :]
-            step_offsets = offsets if scale is None else offsets * scale
-
-            def step(weights, step_offsets):
-                torch.mm(XYT, (s * weights).view(n * T, B), out=grad[0])    # dL/dv
-                torch.mul(s, deviation, out=work)
-                work.mul_(weights)
-                torch.mm(K2T, work.view(n * T, B), out=grad[1])             # dL/dp
-
-                def rescaled():   # both gradients from factors scaled up: (grad 2^k, k)
-                    gv, kv = _scaled_contraction(XYT, (s * weights).view(n * T, B))
-                    gp, kp = _scaled_contraction(K2T, work.view(n * T, B))
-                    return torch.stack([gv, gp]), torch.stack([kv, kp])
-
-                return VP - lr * _step_direction(grad, normalized, step_offsets, rescaled)
-
-            # a gradient that is not finite makes the iterate not finite: one check below
-            new = step(weights, step_offsets)
-            if not bool(torch.isfinite(new).all()):
-                if normalized:
-                    # the contraction overflowed though the direction is finite: each run's
-                    # power of two out of the weights (exact), and the offsets alike
-                    unit = _kernels.power_of_two_scale(weights, dims=(0, 1))  # (1, 1, B)
-                    new = step(weights * unit, step_offsets * unit)
-                if not bool(torch.isfinite(new).all()):
-                    raise _overflow("gd_joint", k, gamma.numpy(), lr, loss, normalized,
-                                    **start_joint)
-            VP = new
-    return vs, ps, risks, probs, on
-
-
-def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
-                      record) -> WTrajectory | None:
+def _descend_W_shared(X, gamma, W0, p, run: Descent) -> WTrajectory | None:
     """:func:`gd_W` with one query p for every sequence (validated inputs: X (n, T, d), scores
     gamma (n, T), starts W0 (B, d, d), p (d,)), as gradient descent on the prompt u = W p.
 
@@ -1007,6 +586,7 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
     float64's normal range or a step is not finite: the loop on W then runs the call (and names the cause of a
     failure, which it reports with the W-specific wording).
     """
+    lr, normalized, eps, record = run.lr, run.normalized, run.eps[0], run.record
     pp = float(p @ p)
     norm = math.sqrt(pp)
     lr_u = lr * (norm if normalized else pp)
@@ -1026,8 +606,8 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
     # are r itself (read before it is overwritten) or later ones, already turned
     U = path.reshape(-1)[:R * B * d].reshape(R, 1, B, d)
     try:
-        run = _descend(X[None], gamma[None], U0[None], steps, lr_u, loss, normalized,
-                       eps / norm, np.zeros((1, n), dtype=np.int64), record, "gd_W",
+        out = _descend(X[None], gamma[None], U0[None], np.zeros((1, n), dtype=np.int64),
+                       dataclasses.replace(run, lr=lr_u, eps=(eps / norm,)),
                        attention=False, path=U)
     except ValueError:              # a gradient or iterate left float64: the loop on W decides
         return None
@@ -1038,7 +618,7 @@ def _descend_W_shared(X, gamma, W0, p, steps, lr, loss, normalized, eps,
         path[r] += W0
         if not np.all(np.isfinite(path[r])):   # (per record: no mask of the whole path)
             return None
-    return WTrajectory(path, run.risk[:, 0], lr, normalized, record)
+    return WTrajectory(path, out.risk[:, 0], lr, normalized, record)
 
 
 def _initial_batch(x0, d: int, name: str) -> np.ndarray:

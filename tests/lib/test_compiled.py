@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import maxmargin as mm
-from maxmargin import _blocks, _compiled, train
+from maxmargin import _blocks, _compiled, _engines, train
 
 TINY = mpmath.mpf(2) ** -1022     # the smallest normal float64
 
@@ -86,7 +86,7 @@ def test_block_lanes_use_every_thread_and_waste_few_lanes(threads, B, M, expecte
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        assert _blocks._block_lanes(B, M, train._GD_LANE_COSTS) == expected
+        assert _blocks._block_lanes(B, M, _engines._GD_LANE_COSTS) == expected
     finally:
         torch.set_num_threads(before)
 
@@ -102,7 +102,7 @@ def test_every_block_size_gives_the_same_iterates(starts, monkeypatch):
     P0 = np.random.default_rng(3).standard_normal((starts, 3))
     runs = []
     for costs in ({8: 1.0}, {16: 1.0}, {32: 1.0}):
-        monkeypatch.setattr(train, "_GD_LANE_COSTS", costs)
+        monkeypatch.setattr(_engines, "_GD_LANE_COSTS", costs)
         runs.append(mm.gd(inst.X, inst.Y, inst.v, P0, 30, 0.5, W=inst.W, normalized=True,
                           record_every=None))
     for run in runs[1:]:

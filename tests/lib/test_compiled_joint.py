@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import maxmargin as mm
-from maxmargin import train
+from maxmargin import _engines, train
 from roundoff import one_thread
 
 pytest.importorskip("numba")
@@ -40,11 +40,11 @@ def compiled_run(monkeypatch, **kw):
     """gd_joint on the compiled engine; fails if the call fell back to the torch loop."""
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
     calls = []
-    original = train._descend_joint_torch
-    monkeypatch.setattr(train, "_descend_joint_torch",
+    original = _engines._descend_joint_torch
+    monkeypatch.setattr(_engines, "_descend_joint_torch",
                         lambda *a, **k: (calls.append(1), original(*a, **k))[1])
     run = mm.gd_joint(**kw)
-    monkeypatch.setattr(train, "_descend_joint_torch", original)
+    monkeypatch.setattr(_engines, "_descend_joint_torch", original)
     assert not calls, "the compiled call reran on the torch loop"
     return run
 
@@ -174,7 +174,7 @@ def test_a_custom_loss_takes_the_torch_loop(monkeypatch):
     kw = dict(X=X, Y=Y, v0=rng.standard_normal(5), p0=rng.standard_normal(5), steps=5, lr=0.1,
               W=W, loss=custom, normalized=False)
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
-    monkeypatch.setattr(train, "_descend_joint_compiled",
+    monkeypatch.setattr(_engines, "_descend_joint_compiled",
                         lambda *a: pytest.fail("a custom loss ran on the compiled kernel"))
     run = mm.gd_joint(**kw)
     assert_same_runs(run, torch_run(monkeypatch, **kw), rtol=0.0)
@@ -260,9 +260,9 @@ def test_auto_uses_the_joint_kernel_once_loaded_or_for_large_runs(monkeypatch):
 
     _compiled.ready()
     monkeypatch.setattr(_compiled, "_READY_JOINT", [])
-    assert not train._compiled_loaded("gd_joint")
+    assert not _engines._compiled_loaded("gd_joint")
     assert train.engine(work=1, kernel="gd_joint") == "torch"
     assert train.engine(work=train.COMPILED_MIN_WORK, kernel="gd_joint") == "compiled"
     _compiled.ready_joint()
-    assert train._compiled_loaded("gd_joint")
+    assert _engines._compiled_loaded("gd_joint")
     assert train.engine(work=1, kernel="gd_joint") == "compiled"

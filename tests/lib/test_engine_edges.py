@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import maxmargin as mm
-from maxmargin import keyquery, train
+from maxmargin import _engines, keyquery, train
 from maxmargin import reference as ref
 from roundoff import attention_terms, logit_size, step_atol
 from test_reference import W_terms, _weights, assert_step, p_step_atol
@@ -38,10 +38,10 @@ def instance(T: int, d: int, seed: int = 38):
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The kernels passed to train._run_blocks (gd, gd_joint) and keyquery's (gd_KQ), in order;
+    """The kernels passed to _engines._run_blocks (gd, gd_joint) and keyquery's (gd_KQ), in order;
     and the torch loops made to fail, so that a call handed to them cannot pass unseen."""
     seen = []
-    run_blocks = train._run_blocks
+    run_blocks = _engines._run_blocks
 
     def spy(kernel, jobs, *args):
         seen.append(kernel)
@@ -50,10 +50,10 @@ def kernels_run(monkeypatch):
     def refused(*args, **kwargs):
         raise AssertionError("the torch loop ran: the kernel handed the call over")
 
-    monkeypatch.setattr(train, "_run_blocks", spy)
+    monkeypatch.setattr(_engines, "_run_blocks", spy)
     monkeypatch.setattr(keyquery, "_run_blocks", spy)
-    monkeypatch.setattr(train, "_descend_torch", refused)
-    monkeypatch.setattr(train, "_descend_joint_torch", refused)
+    monkeypatch.setattr(_engines, "_descend_torch", refused)
+    monkeypatch.setattr(_engines, "_descend_joint_torch", refused)
     monkeypatch.setattr(keyquery, "_descend_KQ", refused)
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
     return seen
@@ -68,7 +68,7 @@ def test_every_gd_block_width_takes_the_reference_step(lanes, T, d, kernels_run,
     wide block's spelled-out sums dropped or read twice, a spare lane's start written into a real
     run's records, a lane of the last block reading another lane's prompt; and the kernel of
     another width running (or none: the torch loop), so the width would not be tested."""
-    monkeypatch.setattr(train, "_GD_LANE_COSTS", {lanes: 1.0})
+    monkeypatch.setattr(_engines, "_GD_LANE_COSTS", {lanes: 1.0})
     X, Y, v, W, rng = instance(T, d)
     B = lanes + 3
     P0 = 0.5 * rng.standard_normal((B, d))
@@ -94,7 +94,7 @@ def test_every_gd_joint_block_width_takes_the_reference_step(lanes, T, d, kernel
     """gd_joint's kernel, B = lanes + 3, each run against the reference's joint step (v and p,
     each with its own rounding bound). Bugs caught as in the gd test, for the (v, p) kernel, whose
     scores differ per lane."""
-    monkeypatch.setattr(train, "_TWO_LANE_COSTS", {lanes: 1.0})
+    monkeypatch.setattr(_engines, "_TWO_LANE_COSTS", {lanes: 1.0})
     X, Y, _, W, rng = instance(T, d)
     B = lanes + 3
     V0, P0 = 0.5 * rng.standard_normal((B, d)), 0.5 * rng.standard_normal((B, d))
@@ -173,11 +173,11 @@ def test_a_factor_that_overflows_after_a_step_is_refused(factor, engine, monkeyp
 
 TRAINERS = {   # name: (call on a small instance, the torch loop's module and name)
     "gd": (lambda X, Y, v: mm.gd(X, Y, v, np.zeros((3, 3)), 3, 0.1, normalized=True),
-           train, "_descend_torch"),
+           _engines, "_descend_torch"),
     "gd_W shared": (lambda X, Y, v: mm.gd_W(X, Y, v, np.eye(3), np.ones(3), 3, 0.1),
-                    train, "_descend_torch"),
+                    _engines, "_descend_torch"),
     "gd_joint": (lambda X, Y, v: mm.gd_joint(X, Y, v, np.zeros(3), 3, 0.1, normalized=True),
-                 train, "_descend_joint_torch"),
+                 _engines, "_descend_joint_torch"),
     "gd_KQ": (lambda X, Y, v: mm.gd_KQ(X, Y, v, np.eye(3), np.eye(3), np.ones(3), 3, 0.1),
               keyquery, "_descend_KQ"),
 }
@@ -193,8 +193,8 @@ def test_each_engine_setting_really_runs_its_engine(trainer, engine, monkeypatch
     reference of the kernels' tests, never runs under them."""
     call, module, loop = TRAINERS[trainer]
     kernels, loops = [], []
-    run_blocks, torch_loop = train._run_blocks, getattr(module, loop)
-    monkeypatch.setattr(train, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
+    run_blocks, torch_loop = _engines._run_blocks, getattr(module, loop)
+    monkeypatch.setattr(_engines, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
     monkeypatch.setattr(keyquery, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
     monkeypatch.setattr(module, loop, lambda *a, **k: loops.append(1) or torch_loop(*a, **k))
     monkeypatch.setenv("MAXMARGIN_ENGINE", engine)

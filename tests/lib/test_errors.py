@@ -196,7 +196,7 @@ def test_every_trainer_accepts_the_defaults_it_is_checked_against(trainer):
     ("gd_W", lambda: mm.gd_W(X * 1e10, Y, v, np.eye(3) * 1e300, np.ones(3), 3, 0.1), r"the start W0"),
     ("gd_joint", lambda: mm.gd_joint(X * 1e10, Y, v, np.ones(3) * 1e300, 3, 0.1, normalized=True),
      r"the start p0"),
-    ("gd_joint", lambda: mm.gd_joint(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 0.1, normalized=True),
+    ("gd_joint", lambda: mm.gd_joint(X * 1e160, -np.ones(3), v, np.zeros(3), 3, 0.1, normalized=False),
      r"reduce the scale of X or v"),
     ("gd_KQ", lambda: mm.gd_KQ(X * 1e10, Y, v, np.eye(3) * 1e150, np.eye(3) * 1e150, np.ones(3), 3, 0.1),
      r"the start K0, Q0"),
@@ -240,6 +240,40 @@ def test_normalized_gd_whose_gradient_overflows_steps_or_names_its_cause(engine,
         # one-hot attention after the first step: u = 0, and g / (||g|| + eps) is no step
         p = p - lr * u / max(np.linalg.norm(u), 1e-300)
     np.testing.assert_allclose(run.p[-1, 0], p, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(run.p[1, 0]), lr, rtol=1e-12)  # a full step
+
+
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+def test_normalized_joint_gd_whose_p_gradient_overflows_steps_along_its_direction(engine,
+                                                                                 monkeypatch):
+    """X * 1e160, Y = -1 (as above) for gd_joint: dL/dp reaches about 1e320 (not representable),
+    dL/dv about 1e160, both directions are. Each normalized step is checked against a reference
+    that contracts the scores and keys divided by 1e160 for p, and the tokens themselves for v.
+    Bug caught: the joint loop's scaled retry took its power of two out of the loss's weights
+    (about 1/n here), not out of the logit gradient, so the retry overflowed again and gd_joint
+    refused the step ("reduce the scale of X or v") that gd takes (issue 38: the retry written
+    once, for every parameterization)."""
+    monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
+    if engine == "compiled":
+        pytest.importorskip("numba")
+    Xc, Yc, steps, lr, eps = np.asarray(X) * 1e160, -np.ones(3), 3, 1.0, 1e-12
+    run = mm.gd_joint(Xc, Yc, v, np.zeros(3), steps, lr, normalized=True)
+    K, n = np.asarray(X), len(Yc)  # keys / 1e160 (W = I)
+    vk, pk = np.array(v, dtype=float), np.zeros(3)
+    for _ in range(steps):
+        gamma = Yc[:, None] * (K @ vk)  # scores / 1e160
+        logits = (K * 1e160) @ pk
+        s = np.exp(logits - logits.max(axis=1, keepdims=True))
+        s /= s.sum(axis=1, keepdims=True)
+        z = np.sum(s * gamma, axis=1) * 1e160
+        with np.errstate(over="ignore"):
+            slope = -1 / (1 + np.exp(z)) / n  # (1/n) l'(z), logistic
+        g_v = np.einsum("i,it,itd->d", slope * Yc, s, Xc)  # about 1e160: finite
+        u = np.einsum("i,it,itd->d", slope, s * (gamma - (z / 1e160)[:, None]), K)  # / 1e320
+        vk = vk - lr * g_v / (np.linalg.norm(g_v / 1e160) * 1e160 + eps)  # (no squares of 1e160)
+        pk = pk - lr * u / max(np.linalg.norm(u), 1e-300)
+    np.testing.assert_allclose(run.v[-1, 0], vk, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(run.p[-1, 0], pk, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.linalg.norm(run.p[1, 0]), lr, rtol=1e-12)  # a full step
 
 

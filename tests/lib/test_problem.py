@@ -13,7 +13,7 @@ import pytest
 
 import maxmargin as mm
 from maxmargin.book import landscape
-from maxmargin import _blocks, _checks, train
+from maxmargin import _blocks, _checks, _engines, train
 
 CORE = Path(mm.__file__).parent
 INST = mm.data.fig2()
@@ -127,8 +127,8 @@ def test_a_copy_of_a_builtin_loss_runs_on_the_compiled_engine(make, monkeypatch)
     pytest.importorskip("numba")
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
     used = []
-    original = train._descend_compiled
-    monkeypatch.setattr(train, "_descend_compiled",
+    original = _engines._descend_compiled
+    monkeypatch.setattr(_engines, "_descend_compiled",
                         lambda *args, **kwargs: used.append(1) or original(*args, **kwargs))
     for builtin in (mm.LOGISTIC, mm.EXPONENTIAL, mm.CORRELATION):
         mm.gd(X, Y, v, INST.p0, 3, 0.1, W=W, loss=make(builtin))

@@ -12,11 +12,11 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import _checks
-from .._descent import _settings
+from .._descent import Descent, _record_steps, _settings
+from .._engines import _selected_tokens
 from .._numerics import _excess_risk
 from ..losses import LOGISTIC, Loss, get_loss
 from ..problem import Problem, problem
-from ..train import _gd  # the one exception: see KNOWN in tests/lib/test_private_imports.py
 
 
 class PlaneGrid(NamedTuple):
@@ -151,8 +151,8 @@ def selection_basin(X, Y, v, *, W=None, extent: float = 8.0, num: int = 61, step
     A, B = np.meshgrid(grid, grid)
     p0 = np.zeros((A.size, d))
     p0[:, 0], p0[:, 1] = A.ravel(), B.ravel()
-    run = _gd(prob, p0, steps, lr, loss, True, eps, None, 1)
-    return Basin(grid, run.selected_tokens()[:, sequence].reshape(num, num))
+    run = Descent(steps, lr, loss, True, (eps,), _record_steps(steps, None), "gd")
+    return Basin(grid, _selected_tokens(prob, p0, run)[:, sequence].reshape(num, num))
 
 
 def _affordable_prompts(name: str, value, count: int, shape: tuple) -> None:
