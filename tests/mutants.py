@@ -1702,8 +1702,8 @@ MUTANTS = [
            "return VP + lr * directions[0]",
            ("test_reference_joint.py", "test_train.py")),
     Mutant("_torchdescent.py", "descend: the scaled retry taken for plain steps too (a step of another length)",
-           "                if normalized:\n                    # the contraction overflowed",
-           "                if True:\n                    # the contraction overflowed",
+           "                if normalized and not model.finite(new):\n                    # the contraction overflowed",
+           "                if not model.finite(new):\n                    # the contraction overflowed",
            ("test_torchdescent.py", "test_errors.py", "test_scale_gd.py")),
     Mutant("_torchdescent.py", "gd_KQ_stack: K's penalty added to Q's gradient too",
            "grads = [g + penalty * factor for g, factor in zip(grads, KQ)]",
@@ -1713,6 +1713,15 @@ MUTANTS = [
            "torch.mm(self.K2T, for_p, out=self.grads[1])",
            "torch.mm(self.K2T, for_v, out=self.grads[1])",
            ("test_reference_joint.py",)),
+    # --- issue 38, review R38b ---
+    Mutant("_torchdescent.py", "a finite exp(-z) slope times gamma - z overflowing: no log-domain retry",
+           "                if normalized and not bool(torch.isfinite(dlogits).all()):",
+           "                if False:",
+           ("test_engine_invariance.py",)),
+    Mutant("_kernels.py", "derivative_weights(large=True): the finite large weights not rescaled",
+           "        bad |= torch.amax(weights.abs(), dim=-2, keepdim=True) > 1.0",
+           "        bad |= torch.amax(weights.abs(), dim=-2, keepdim=True) > 1e308",
+           ("test_engine_invariance.py",)),
 ]
 
 

@@ -168,23 +168,30 @@ def logit_grad(s, deviation, margin, loss: Loss, out=None, n: int | None = None)
     return out
 
 
-def derivative_weights(margin: torch.Tensor, loss: Loss, normalized: bool):
+def derivative_weights(margin: torch.Tensor, loss: Loss, normalized: bool, *,
+                       large: bool = False):
     """(weights, scale): weights (1/n) l'(z_i) for margins (..., n, B) of risks over n sequences.
 
     When a weight overflows float64 and the step is ``normalized`` (whose direction does not
     change when the gradient is scaled), the exponential loss's weights of each affected run
     (column) are computed in the log domain, divided by exp(c) with c = max_i -z_i, and ``scale``
     (..., 1, B) holds exp(-c) (1 for the other runs), by which the caller multiplies its eps.
+    ``large``: also the runs whose weights are finite but above 1 (a weight near float64's top
+    times gamma - z overflowed the logit gradient); (None, None) when there are none.
     ``scale`` is None when nothing overflowed; (None, None) when the weights are not finite and
     cannot be rescaled (plain GD, another loss, or non-finite margins).
     """
     n = margin.shape[-2]
     weights = loss.torch_derivative(margin) / n
-    if bool(torch.isfinite(weights).all()):
+    if not large and bool(torch.isfinite(weights).all()):
         return weights, None
     if not (normalized and EXPONENTIAL.same_function(loss)) or not bool(torch.isfinite(margin).all()):
         return None, None
     bad = ~torch.isfinite(weights).all(dim=-2, keepdim=True)
+    if large:
+        bad |= torch.amax(weights.abs(), dim=-2, keepdim=True) > 1.0
+        if not bool(bad.any()):
+            return None, None
     c = torch.where(bad, torch.amax(-margin, dim=-2, keepdim=True), 0.0)
     return -torch.exp(-margin - c) / n, torch.exp(-c)
 

@@ -48,7 +48,16 @@ def descend(model, run: Descent):
             # a gradient that is not finite makes the iterate not finite: one check below
             new = _moved(model, x, dlogits, scale, run)
             if not model.finite(new):                         # (one check where all is well)
-                if normalized:
+                if normalized and not bool(torch.isfinite(dlogits).all()):
+                    # a finite weight near float64's top (the exponential loss's exp(-z))
+                    # times gamma - z overflowed: those runs' weights rescaled in the log
+                    # domain, as where a weight itself overflows (the compiled kernels do so)
+                    weights, scale = _kernels.derivative_weights(margin, loss, True, large=True)
+                    if weights is not None:
+                        s, deviation = _attention(model, x)
+                        dlogits = model.logit_gradient(s, deviation, weights)
+                        new = _moved(model, x, dlogits, scale, run)
+                if normalized and not model.finite(new):
                     # the contraction overflowed though the direction is finite: each run's
                     # power of two out of the logit gradient (exact), and eps alike
                     dlogits, unit = model.scaled_down(dlogits)
@@ -57,6 +66,15 @@ def descend(model, run: Descent):
                     raise _failed(model, run, k, gamma)
             x = new
         return model.finish(x)
+
+
+def _attention(model, x):
+    """(s, gamma - z) of iterate x again (the loop's s became the logit gradient in place)."""
+    logits, gamma = model.logits(x)
+    shift, top = torch.max(logits, dim=1, keepdim=True)
+    s = _kernels.softmax_tokens_(logits, shift)
+    _, deviation = _kernels.margins(s, gamma, top)
+    return s, deviation
 
 
 def _moved(model, x, dlogits, scale, run: Descent):

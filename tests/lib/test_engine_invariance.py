@@ -60,6 +60,16 @@ def _cases() -> dict:
             normalized=True)
     cases["gd exponential's slope overflows"] = lambda: mm.gd(   # scores near -2000
         X, Y, V * 2000.0, P0, STEPS, 0.1, loss="exponential", normalized=True)
+    # a finite slope exp(-z) / n near 1e306 times gamma_it - z_i overflows the logit gradient
+    # (review R38b: the torch loop raised at step 6, the compiled kernel stepped): 8 steps
+    rng = np.random.default_rng(1)
+    Xs, Ys, vs = rng.normal(size=(5, 4, 3)), rng.choice([-1.0, 1.0], 5), 2000 * rng.normal(size=3)
+    rng.normal(size=(3, 3))
+    Ps = rng.normal(size=(3, 3))      # run 1 meets the overflow at step 6, runs 0 and 2 earlier
+    cases["gd exponential's finite slope times the deviation overflows"] = lambda: mm.gd(
+        Xs, Ys, vs, Ps, 8, 0.3, loss="exponential", normalized=True)
+    cases["gd_joint exponential's finite slope times the deviation overflows"] = lambda: (
+        mm.gd_joint(Xs, Ys, vs, Ps, 8, 0.3, loss="exponential", normalized=True))
     cases["gd huge plain steps"] = lambda: mm.gd(X, Y, V, P0, STEPS, 1e305)
     cases["gd plain steps beyond float64"] = lambda: mm.gd(X * 1e10, Y, V, np.zeros(3), STEPS, 1e300)
     cases["gd huge normalized steps"] = lambda: mm.gd(X, Y, V, P0, STEPS, 1e306, normalized=True)
