@@ -3,7 +3,7 @@
 Imported only when :func:`maxmargin.train.gd` (or ``gd_stack``, or ``gd_joint``: its kernel is the
 last section of this file) first runs with the compiled engine (numba compiles it on first use,
 about 10 s, and caches the machine code on disk).
-The mathematics is that of :func:`maxmargin.train._descend_torch`, the pure-torch fallback that a
+The mathematics is that of :func:`maxmargin._torchdescent.descend` (the torch loop), the pure-torch fallback that a
 test compares against to 1e-12 relative:
 
 * runs are processed in blocks of L starts of one instance, L = ``LANES`` (8), ``WIDE`` (16:
@@ -942,7 +942,7 @@ def ready() -> None:
 
 # --- gd_joint: GD on (v, p) ----------------------------------------------------------------------
 #
-# The engine of :func:`maxmargin.train.gd_joint` (its torch loop, ``train._descend_joint_torch``,
+# The engine of :func:`maxmargin.train.gd_joint` (its torch loop, ``_torchdescent.Joint``,
 # is the same mathematics). Blocks of L starts as above, lane l of coordinate e of v and of p at
 # e * L + l. Per step and sequence i, for the L lanes: the scores gamma_t = Y_i x_it . v and the
 # logits k_it . p (two lane sums: v differs per lane, so the scores do too), the softmax and the
@@ -954,7 +954,7 @@ def ready() -> None:
 # finite gets the step in out.failed and its block stops (a gradient that is not finite makes the
 # next iterate so, whose scores or logits, and so margins, are then NaN: caught at the next step,
 # the last one included). The caller then reruns the whole call on the torch loop,
-# which raises the right error or takes its rescaled steps (the F6 retry, the exponential loss's
+# which raises the right error or takes its rescaled steps (the scaled retry, the exponential loss's
 # log-domain slopes): where everything is finite that loop neither raises nor rescales, so the
 # two compute the same steps. Only a finite gradient whose squares overflow is handled here
 # (marked -2 for :func:`_update`, as in gd), and one whose squares underflow (:func:`_update`).

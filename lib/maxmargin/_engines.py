@@ -132,17 +132,18 @@ def _descend_compiled(K, gamma, P, tracked, run: Descent, attention=True, path=N
         # result, or the error and its message) never depends on the engine (issue 38)
         del out
         return _descend_torch(K, gamma, P, tracked, run, attention, path)
-    _rerecord_risks(out.risk, out.path, K, gamma, run.loss)
+    _rerecord_risks(out.risk, lambda i: (K[i[1]], gamma[i[1]], out.path[i]), run.loss)
     return _Records(out.path, out.risk, out.on, out.off, out.final)
 
 
-def _rerecord_risks(risk: np.ndarray, path: np.ndarray, K, gamma, loss: Loss) -> None:
+def _rerecord_risks(risk: np.ndarray, iterate, loss: Loss) -> None:
     """Recompute, in place, the compiled kernels' recorded risks that are not finite, from the
     recorded iterates with the one risk recorder (:func:`_risk_of`): the kernels sum l(z_i) / n,
-    inf when one loss is beyond float64 though the mean is not. risk (R, M, B), iterates path
-    (R, M, B, d), keys K (M, n, T, d), scores gamma (M, n, T). A risk beyond float64 stays inf."""
-    for r, m, b in map(tuple, np.argwhere(~np.isfinite(risk))):   # (rare: free when all finite)
-        risk[r, m, b] = _risk_at(K[m], gamma[m], path[r, m, b], loss)
+    inf when one loss is beyond float64 though the mean is not. ``iterate(index)`` gives the
+    (keys (n, T, d), scores (n, T), prompt (d,)) of the record at ``index`` of ``risk`` (any
+    shape). A risk beyond float64 stays inf."""
+    for index in map(tuple, np.argwhere(~np.isfinite(risk))):   # (rare: free when all finite)
+        risk[index] = _risk_at(*iterate(index), loss)
 
 
 def _risk_at(K: np.ndarray, gamma: np.ndarray, p: np.ndarray, loss: Loss) -> float:
@@ -179,8 +180,8 @@ def _descend_joint_compiled(X, Y, K, V, P, tracked, run: Descent) -> tuple:
     The kernel marks a lane that met a margin or slope that is not finite (a gradient that is not
     finite makes the next iterate so, and its margins NaN) and stops its block; the whole call
     then reruns on the torch loop. That is correct because where every number is finite the torch loop neither
-    raises nor rescales (derivative_weights rescales only non-finite slopes, the F6 retry and the
-    errors follow only a non-finite iterate), so the two compute the same steps; and the rerun,
+    raises nor rescales (derivative_weights rescales only slopes that are not finite, the scaled
+    retry and the errors follow only an iterate that is not finite), so the two compute the same steps; and the rerun,
     from the same starts, makes every other case the torch engine's: the same error message, or
     the same rescaled steps. (The scale-safe normalization of a gradient whose squares under- or
     overflow is in both.)
@@ -207,6 +208,8 @@ def _descend_joint_compiled(X, Y, K, V, P, tracked, run: Descent) -> tuple:
     if np.any(out.failed >= 0):
         del out
         return _descend_joint_torch(X, Y, K, V, P, tracked, run)
+    XY = Y[:, None, None] * X                      # the scores of v are XY v
+    _rerecord_risks(out.risk, lambda i: (K, XY @ out.v[i], out.p[i]), run.loss)
     return out.v, out.p, out.risk, out.probability, out.on
 
 

@@ -1,7 +1,7 @@
 """The torch engine's gradient descent, written once for every parameterization (issue 38).
 
 :func:`descend` is the one loop: per step the logits of the iterate, the softmax over tokens,
-the margins z_i = Y_i f(X_i) (recorded at ``run.record``), the loss's derivative weights
+the margins z_i = Y_i f(X_i) (their risk recorded at ``run.record``), the derivative weights
 (1/n) l'(z_i), the logit gradient dL/dlogit_it = (1/n) l'(z_i) s_it (gamma_it - z_i), and the
 step of each gradient block, plain or normalized (:func:`~maxmargin._stepping._step_direction`),
 with the finiteness check, the normalized step's scaled retry and the overflow errors.
@@ -355,7 +355,7 @@ class Factors(_Parameterization):
         self.X2T = self.Xt.view(n * T, d).T.contiguous()            # (d, n T)
         self.p = Zt[0]                                               # the query, when shared
         self.start = (_kernels.tensor(K0), _kernels.tensor(Q0))     # (B, d, m) each
-        self.eps, self.risk_shape, self.work = run.eps * 2, None, n * T * B
+        self.eps, self.risk_shape, self.work = (run.eps[0],) * 2, None, n * T * B   # K and Q alike
         # The causes _overflow names: the start (K0, Q0), or the bound 2 max|gamma| max|x|
         # max|z| of the gradient in W, through which the factors' gradients go.
         self.start_args = dict(
@@ -433,7 +433,7 @@ class FactorStack(Factors):
         self.Xt, Zt = _kernels.tensor(X), _kernels.tensor(Z)         # (M, n, T, d), (M, n, d)
         self.ZtT = Zt.transpose(1, 2).contiguous()                   # (M, d, n)
         self.start = (_kernels.tensor(K0), _kernels.tensor(Q0))     # (M, d, m) each
-        self.eps = run.eps * 2
+        self.eps = (run.eps[0],) * 2       # K and Q alike
         self.risk_shape, self.work = None, n * T * M
         self.start_args = dict(
             start="K0, Q0", sizes=(_largest(X), _largest(Z)),

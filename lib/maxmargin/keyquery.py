@@ -20,7 +20,7 @@ from .losses import EXPONENTIAL, Loss, rounded_mean
 from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
 from ._descent import (Descent, _affordable_descent, _largest, _queries_shared, _readonly,
                        _record_count, _record_steps, _settings)
-from ._engines import engine
+from ._engines import _rerecord_risks, engine
 from ._factors import _stacked_factors
 from ._torchdescent import FactorStack, Factors, descend
 from .problem import problem
@@ -240,6 +240,8 @@ def _descend_KQ_compiled(X, gamma, p, K0, Q0, run: Descent) -> KQTrajectory | No
     _run_blocks(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, settings, out)
     if np.any(out.marked):
         return None
+    # the logits see (K, Q) through the prompt u = K Q^T p of the keys X
+    _rerecord_risks(out.risk, lambda i: (X, gamma, out.K[i] @ (out.Q[i].T @ p)), run.loss)
     return KQTrajectory(_readonly(out.K), _readonly(out.Q), _readonly(out.risk), run.lr,
                         run.normalized, 0.0, _readonly(run.record))
 
@@ -259,10 +261,12 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                 record_every: int | None = 1) -> KQTrajectory:
     """Gradient descent on the factors (K, Q) of `W = K Q^T` for a stack of M instances, one run each.
 
-    Run ``j`` is exactly ``gd_KQ(X[j], Y[j], v[j], K0[j], Q0[j], queries[j], ...)`` (each
-    instance's risk is the mean over its own n sequences, and a normalized step divides each
-    factor's gradient by that run's own norm), computed as one array program, so that a study
-    over many random instances costs about as much as one run. With ``freeze_Q=True`` only K
+    Run ``j`` is ``gd_KQ(X[j], Y[j], v[j], K0[j], Q0[j], queries[j], ...)`` (each instance's
+    risk is the mean over its own n sequences, and a normalized step divides each factor's
+    gradient by that run's own norm), computed as one array program, so that a study over many
+    random instances costs about as much as one run. Equal to rounding, except that a gradient
+    whose terms are subnormal (below about 1e-304) is not recomputed from scaled factors as
+    gd_KQ's is: its normalized step may then be shorter or 0. With ``freeze_Q=True`` only K
     moves: from Q0 = I (d, d) this is gradient descent on W = K, i.e. :func:`gd_W`.
 
     Parameters

@@ -329,7 +329,7 @@ def v_svm(R, Y):
 def w_svm(X, alpha, *, queries, norm="frobenius"):
     """`W^mm = argmin ||W||` s.t. `(x_{i alpha_i} - x_it)^T W z_i >= 1` for `t != alpha_i`, shape
     (d, d), in the norm ``norm``: "frobenius", "nuclear", "spectral", "l1", "linf" or a number
-    q >= 1 (the entrywise l_q norm). Chapter 7, eq-07-w-svms; Chapter 8, eq-08-norm-svm."""
+    `q >= 1` (the entrywise `l_q` norm). Chapter 7, eq-07-w-svms; Chapter 8, eq-08-norm-svm."""
     import cvxpy as cp
 
     X = np.asarray(X, dtype=float)

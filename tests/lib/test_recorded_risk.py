@@ -144,13 +144,11 @@ def kq_case():
 def test_recorded_risk_is_finite_where_one_loss_overflows_at_the_last_record(case, engine,
                                                                             monkeypatch, request):
     """The last record's risk is the mpmath mean of exp(-z) over own margins (1e-12), finite
-    though one loss is not. Bug caught (compiled engine, XFAIL until train.py and keyquery.py
-    are fixed, see the L38 report): the joint and KQ kernels' sum of l(z_i) / n is inf there,
-    and, unlike gd's (train._rerecord_risks), their callers keep the inf: the recorded risk
-    depends on the engine."""
+    though one loss is not. Bug caught (compiled engine): the joint and KQ kernels' sum of
+    l(z_i) / n is inf there, and, unlike gd's (_engines._rerecord_risks), their callers kept
+    the inf: the recorded risk depended on the engine."""
     if engine == "compiled":
         pytest.importorskip("numba")
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the kernel's inf is kept"))
     monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
     risks, margins = case()
     assert margins.min() < -709.79                   # exp(-z) itself beyond float64
