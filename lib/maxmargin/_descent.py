@@ -1,7 +1,8 @@
 """The bookkeeping every gradient descent of the library shares (gd, gd_stack, gd_W, gd_joint,
 gd_KQ, gd_KQ_stack, the exact step and the optimizers), outside its loop: the validated step
 settings, the recorded steps, the cost limit, the one risk recorder of the torch loops, the
-error that names why a gradient left float64, and the read-only arrays of the results.
+error that names why a gradient left float64, the records every engine returns, and the
+read-only arrays of the results.
 """
 from __future__ import annotations
 
@@ -32,9 +33,29 @@ class Descent:
     caller: str
 
 
+@dataclass(frozen=True)
+class Records:
+    """What a descent records at the R steps ``run.record``, the same object for every engine
+    (the torch loop, the compiled kernels) and every parameterization:
+
+    ``iterates``: one array per gradient block, (R, *runs, *block): p (R, M, B, d) for M
+    instances x B runs; W (R, B, d, d); v and p (R, B, d) each; K and Q (R, B, d, m) each.
+    ``risk`` (R, *runs): the mean loss. What only some trainers record, else None:
+    ``on`` (R, *runs, n) the attention on the tracked tokens (p; (v, p)), ``off`` (R, *runs, n)
+    on all other tokens, summed (p), ``final`` (*runs, n, T) the attention at the last iterate
+    (p), ``probability`` (R, *runs) the mean of expit(z_i) ((v, p))."""
+
+    iterates: tuple
+    risk: np.ndarray
+    on: np.ndarray | None = None
+    off: np.ndarray | None = None
+    final: np.ndarray | None = None
+    probability: np.ndarray | None = None
+
+
 def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,
               start: str, start_logits: Callable[[], np.ndarray], sizes: tuple,
-              last: bool = False) -> ValueError:
+              logits: str, moving_scores: bool = False, last: bool = False) -> ValueError:
     """The error for a gradient or iterate that left float64 at ``step``, naming the cause
     (``last``: the logits of the last iterate, ``step`` = steps, overflow, though the iterate is
     finite: lr, or the scale of the inputs, carried it too far):
@@ -44,8 +65,10 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
     * a gradient too large for float64 whatever the iterate: its entries are bounded by
       2 max|gamma_it| times the product of ``sizes`` (the largest |key| entry, and the largest
       |query| entry for W), as softmax weights are at most 1 and |l'| at most 1 for the logistic
-      and correlation losses (the scale of X or v);
-    * otherwise the iterate or its logits left float64 along the way (lr, for these inputs).
+      and correlation losses (the scale of X or v); with ``moving_scores`` (GD on (v, p), whose
+      scores move with v) only at step 0, where the scores are those of the start v0;
+    * otherwise the iterate or its ``logits`` (as the parameterization writes them, e.g.
+      "x_it^T W z_i") left float64 along the way (lr, for these inputs).
 
     ``start_logits`` computes the start's logits; it is called only at step 0.
     """
@@ -64,11 +87,11 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
     elif step == 0 and not _all_finite(start_logits):
         cause = (f"the logits of the start {start} leave float64: start from a smaller {start} "
                  f"(the logits are {start} times the keys)")
-    elif bound >= 308.0:
+    elif bound >= 308.0 and (step == 0 or not moving_scores):
         cause = (f"its entries reach up to 2 max|Y_i v^T x_it| times the largest key entries, "
                  f"about 10^{bound:.0f}, whatever the iterate and lr: reduce the scale of X or v")
     else:
-        cause = (f"the iterate or its logits k_it^T p left float64: lr = {lr:g} is too large "
+        cause = (f"the iterate or its logits {logits} left float64: lr = {lr:g} is too large "
                  f"for these inputs (or the scale of v or X is)")
     return ValueError(f"{caller}: the gradient at step {step} is not finite in float64; {cause}")
 

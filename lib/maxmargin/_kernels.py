@@ -134,6 +134,16 @@ def softmax_tokens_(s: torch.Tensor, shift: torch.Tensor | None = None) -> torch
     return s
 
 
+def attend(logits: torch.Tensor, gamma: torch.Tensor) -> tuple:
+    """(s, z, gamma - z) of logits (N, T, B), in place, and scores gamma (N, T, 1 or B): the
+    attention (softmax over tokens), the margins (N, B) and the deviations (N, T, B), both
+    relative to each sequence's most-attended token (:func:`margins`)."""
+    shift, top = torch.max(logits, dim=1, keepdim=True)
+    s = softmax_tokens_(logits, shift)
+    margin, deviation = margins(s, gamma, top)
+    return s, margin, deviation
+
+
 def attention_from_keys(K: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
     """softmax over tokens of K p, shape (n, T, B)."""
     return softmax_tokens_(logits(K, P))

@@ -15,23 +15,22 @@ import numpy as np
 import torch
 
 from . import _kernels
-from ._descent import Descent, _largest, _overflow, _risk_of
+from ._descent import Descent, Records, _largest, _overflow, _risk_of
 from ._stepping import _scaled_contraction, _step_direction, _times_power_of_two, _up_exponent
 from .losses import expit
 
 
 def descend(model, run: Descent):
-    """``run.steps`` GD steps of ``model`` from ``model.start``; returns ``model.finish(x)`` (its
-    records). Raises the overflow errors of ``run.caller`` (:func:`~maxmargin._descent._overflow`)."""
+    """``run.steps`` GD steps of ``model`` from ``model.start``; returns its
+    :class:`~maxmargin._descent.Records` (``model.finish(x)``). Raises the overflow errors of
+    ``run.caller`` (:func:`~maxmargin._descent._overflow`)."""
     loss, normalized, record = run.loss, run.normalized, run.record
     x = model.start
     r = 0
     with _kernels.threads_for(model.work):
         for k in range(run.steps + 1):
             logits, gamma = model.logits(x)                   # (N, T, B), (N, T, 1 or B)
-            shift, top = torch.max(logits, dim=1, keepdim=True)
-            s = _kernels.softmax_tokens_(logits, shift)
-            margin, deviation = _kernels.margins(s, gamma, top)
+            s, margin, deviation = _kernels.attend(logits, gamma)
             if model.risk_shape is not None:                  # (M, n, B): n sequences a risk
                 margin = margin.view(model.risk_shape)
             if record[r] == k:
@@ -53,8 +52,8 @@ def descend(model, run: Descent):
                     # times gamma - z overflowed: those runs' weights rescaled in the log
                     # domain, as where a weight itself overflows (the compiled kernels do so)
                     weights, scale = _kernels.derivative_weights(margin, loss, True, large=True)
-                    if weights is not None:
-                        s, deviation = _attention(model, x)
+                    if weights is not None:   # (the loop's s became dlogits in place)
+                        s, _, deviation = _kernels.attend(*model.logits(x))
                         dlogits = model.logit_gradient(s, deviation, weights)
                         new = _moved(model, x, dlogits, scale, run)
                 if normalized and not model.finite(new):
@@ -66,15 +65,6 @@ def descend(model, run: Descent):
                     raise _failed(model, run, k, gamma)
             x = new
         return model.finish(x)
-
-
-def _attention(model, x):
-    """(s, gamma - z) of iterate x again (the loop's s became the logit gradient in place)."""
-    logits, gamma = model.logits(x)
-    shift, top = torch.max(logits, dim=1, keepdim=True)
-    s = _kernels.softmax_tokens_(logits, shift)
-    _, deviation = _kernels.margins(s, gamma, top)
-    return s, deviation
 
 
 def _moved(model, x, dlogits, scale, run: Descent):
@@ -155,7 +145,7 @@ class Prompts(_Parameterization):
         self.risk_shape = (M, n, B) if M > 1 else None
         self.eps, self.work = run.eps, M * n * T * B
         self.start_args = dict(start="p0", start_logits=lambda: np.einsum("mntd,mbd->mntb", K, P),
-                               sizes=(_largest(K),))
+                               sizes=(_largest(K),), logits="k_it^T p")
 
     def logits(self, Pt):
         M, n, T, B = self.shape
@@ -185,15 +175,16 @@ class Prompts(_Parameterization):
     def moved(self, Pt, lr, directions):
         return Pt - lr * directions[0]
 
-    def finish(self, Pt) -> tuple:
-        """(path, risk, on, off (R, M, B, n), final attention (M, B, n, T))."""
+    def finish(self, Pt) -> Records:
+        """p (R, M, B, d), the risk; with ``attention``, on and off (R, M, B, n) and the final
+        attention (M, B, n, T)."""
         M, n, T, B = self.shape
         if not self.attention:
-            return self.path, self.risk, self.on, self.off, np.empty((0, B, n, T))
+            return Records((self.path,), self.risk)
         final = _kernels.softmax_tokens_((self.Kt @ Pt).reshape(M * n, T, B))
         final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
-        return (self.path, self.risk, self.on.transpose(0, 1, 3, 2),
-                self.off.transpose(0, 1, 3, 2), final)
+        return Records((self.path,), self.risk, on=self.on.transpose(0, 1, 3, 2),
+                       off=self.off.transpose(0, 1, 3, 2), final=final)
 
 
 class Matrices(_Parameterization):
@@ -216,7 +207,7 @@ class Matrices(_Parameterization):
         self.eps, self.risk_shape, self.work = run.eps, None, n * T * B
         self.start_args = dict(start="W0",
                                start_logits=lambda: _kernels.self_attention_logits(X, W0, Z),
-                               sizes=(_largest(X), _largest(Z)))
+                               sizes=(_largest(X), _largest(Z)), logits="x_it^T W z_i")
 
     def logits(self, Wt):
         # contract W with the queries first: u = W z (B, d, [n]), then the logits x_it^T u
@@ -257,9 +248,9 @@ class Matrices(_Parameterization):
     def moved(self, Wt, lr, directions):
         return Wt - lr * directions[0].T.reshape(Wt.shape)
 
-    def finish(self, Wt) -> tuple:
-        """(path (R, B, d, d), risk (R, B))."""
-        return self.path, self.risk
+    def finish(self, Wt) -> Records:
+        """W (R, B, d, d), the risk (R, B)."""
+        return Records((self.path,), self.risk)
 
 
 class Joint(_Parameterization):
@@ -291,7 +282,8 @@ class Joint(_Parameterization):
         self.eps = [torch.tensor(run.eps, dtype=torch.float64).reshape(2, 1, 1)]
         self.risk_shape, self.work = None, n * T * B
         self.start_args = dict(start="p0", start_logits=lambda: np.einsum("ntd,bd->ntb", K, P),
-                               sizes=(_largest(K),))
+                               sizes=(_largest(K),), logits="k_it^T p or scores Y_i v^T x_it",
+                               moving_scores=True)
 
     def logits(self, VP):
         n, T, B = self.shape
@@ -329,9 +321,9 @@ class Joint(_Parameterization):
     def moved(self, VP, lr, directions):
         return VP - lr * directions[0]
 
-    def finish(self, VP) -> tuple:
-        """(v, p (R, B, d), risk, probability (R, B), on (R, B, n))."""
-        return self.v, self.p, self.risk, self.probability, self.on
+    def finish(self, VP) -> Records:
+        """v, p (R, B, d), the risk and probability (R, B), on (R, B, n)."""
+        return Records((self.v, self.p), self.risk, on=self.on, probability=self.probability)
 
 
 class Factors(_Parameterization):
@@ -359,9 +351,11 @@ class Factors(_Parameterization):
         # The causes _overflow names: the start (K0, Q0), or the bound 2 max|gamma| max|x|
         # max|z| of the gradient in W, through which the factors' gradients go.
         self.start_args = dict(
-            start="K0, Q0", sizes=(_largest(X), _largest(Z)),
+            start="K0, Q0", sizes=(_largest(X), _largest(Z)), logits="x_it^T K Q^T z_i",
             start_logits=lambda: _kernels.self_attention_logits(X, K0 @ np.swapaxes(Q0, 1, 2), Z))
-        self.q = self.C = None   # this step's Q^T p (B, m), or Q^T z_i (B, m, n)
+        # this step's Q^T p (B, m), or Q^T z_i (B, m, n): set by logits(x), read by blocks(x)
+        # and gradients(x), which descend calls after logits of the same x (the retry too)
+        self.q = self.C = None
 
     def logits(self, KQ):
         K, Q = KQ
@@ -412,9 +406,9 @@ class Factors(_Parameterization):
     def finite(self, KQ) -> bool:
         return bool(torch.isfinite(KQ[0]).all()) and bool(torch.isfinite(KQ[1]).all())
 
-    def finish(self, KQ) -> tuple:
-        """(K, Q (R, B, d, m), risk (R, B))."""
-        return self.K, self.Q, self.risk
+    def finish(self, KQ) -> Records:
+        """K, Q (R, B, d, m), the risk (R, B)."""
+        return Records((self.K, self.Q), self.risk)
 
 
 class FactorStack(Factors):
@@ -436,7 +430,7 @@ class FactorStack(Factors):
         self.eps = (run.eps[0],) * 2       # K and Q alike
         self.risk_shape, self.work = None, n * T * M
         self.start_args = dict(
-            start="K0, Q0", sizes=(_largest(X), _largest(Z)),
+            start="K0, Q0", sizes=(_largest(X), _largest(Z)), logits="x_it^T K Q^T z_i",
             start_logits=lambda: np.einsum("bntd,bde,bne->bnt", X, K0 @ np.swapaxes(Q0, 1, 2), Z))
 
     def logits(self, KQ):

@@ -5,8 +5,9 @@ attention through its key and query matrices K, Q (d, m) instead of their produc
 (d, d), whose rank is then at most m. With one query z_i per sequence the logits are
 x_it^T K Q^T z_i, and the gradients follow from the W-gradient G = dL/dW of :func:`~maxmargin.gd_W`
 by the chain rule: dL/dK = G Q, dL/dQ = G^T K. Runs are batched over B starts as in
-:mod:`.train`, on the same torch loop (:func:`maxmargin._torchdescent.descend`, with
-:class:`~maxmargin._torchdescent.Factors`) and engine choice (:mod:`._engines`).
+:mod:`.train`, on the same engines (:mod:`._engines`: the torch loop
+:func:`maxmargin._torchdescent.descend` with :class:`~maxmargin._torchdescent.Factors`, or the
+compiled kernel for one shared query and no penalty).
 """
 from __future__ import annotations
 
@@ -17,12 +18,10 @@ import torch
 
 from . import _checks, _kernels
 from .losses import EXPONENTIAL, Loss, rounded_mean
-from ._blocks import _TWO_LANE_COSTS, _block_lanes, _loss_code, _run_blocks
 from ._descent import (Descent, _affordable_descent, _largest, _queries_shared, _readonly,
                        _record_count, _record_steps, _settings)
-from ._engines import _rerecord_risks, engine
+from ._engines import _descend_KQ, _descend_KQ_stack
 from ._factors import _stacked_factors
-from ._torchdescent import FactorStack, Factors, descend
 from .problem import problem
 
 
@@ -193,65 +192,8 @@ def gd_KQ(X, Y, v, K0, Q0, queries, steps: int, lr: float, *, loss: str | Loss =
     _affordable_descent(steps, _record_count(steps, record_every), B,
                         n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + 1, 0)
     run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every), "gd_KQ")
-    shared = _queries_shared(queries, Z)
-    if (shared and reg == 0 and _loss_code(loss) is not None
-            and engine(work=B * (steps + 1) * n * T * d, kernel="gd_KQ") == "compiled"):
-        result = _descend_KQ_compiled(X, gamma, Z[0], K, Q, run)
-        if result is not None:
-            return result
-    return _descend_KQ(X, gamma, Z, K, Q, reg, shared, run)
-
-
-def _descend_KQ_compiled(X, gamma, p, K0, Q0, run: Descent) -> KQTrajectory | None:
-    """:func:`_descend_KQ` for one shared prompt p (d,) and reg = 0 on the compiled kernel
-    (:func:`maxmargin._compiled.descend_kq`), or None where the torch loop must run the call.
-
-    None when |p|^2 is 0 or not a normal float (the kernel moves Q along p through q = Q^T p),
-    when an entry of Q0 exceeds 1e140 (the kernel sees Q0 only through q, blind to the part
-    orthogonal to p, so it could not tell whether Q = Q0 - p D^T overflows), or when a run met a value outside the kernel's range (a gradient, weight or iterate not
-    finite or near overflow, or a norm too small or too large to take directly), and the caller
-    then runs the WHOLE call on the torch loop. Why the errors and results stay those of the
-    torch engine: after a mark the call's outcome is by construction the torch loop's (its
-    ValueError naming the step and the cause, or its careful path: the exponential loss's
-    rescaled weights under normalized GD, a norm taken from the gradient divided by its largest
-    entry); without a mark, every weight, gradient, u, K, q and Q of every step was finite with
-    squared sizes below 1e280, so the torch loop, computing the same quantities to rounding,
-    would not have raised (it raises only on weights or factors that are not finite), and its
-    careful path would have taken the same step (it is the same formula, rescaled)."""
-    from . import _compiled  # deferred: numba compiles (or loads from its cache) on first use
-
-    pp = float(p @ p)
-    if not (np.finfo(np.float64).tiny <= pp < np.inf) or _largest(Q0) > 1e140:
-        return None
-    _compiled.ready_kq()
-    n, T, d = X.shape
-    B, _, m = K0.shape
-    lanes = _block_lanes(B, 1, _TWO_LANE_COSTS)   # (B = 16 on two threads: two blocks of 8)
-    kernel = _compiled.descend_kq_wide if lanes == _compiled.WIDE else _compiled.descend_kq
-    out = _compiled.empty_kq_records(len(run.record), B, d, m)   # the real starts only
-    settings = _compiled.KQSettings(run.steps, run.lr, _loss_code(run.loss),
-                                    bool(run.normalized), run.eps[0],
-                                    _compiled.kernel_array(run.record, np.int64), pp,
-                                    float(np.sqrt(pp)), _largest(p))
-    q0 = np.einsum("bdm,d->bm", Q0, p)                         # q = Q^T p
-    # every array as ready_kq() compiled for (a read-only one, e.g. a broadcast query, is another
-    # numba type, compiled again without the SLP vectorizer)
-    X, gamma, p, K0, Q0, q0 = (_compiled.kernel_array(a) for a in (X, gamma, p, K0, Q0, q0))
-    _run_blocks(kernel, -(-B // lanes), X, gamma, p, K0, Q0, q0, settings, out)
-    if np.any(out.marked):
-        return None
-    # the logits see (K, Q) through the prompt u = K Q^T p of the keys X
-    _rerecord_risks(out.risk, lambda i: (X, gamma, out.K[i] @ (out.Q[i].T @ p)), run.loss)
-    return KQTrajectory(_readonly(out.K), _readonly(out.Q), _readonly(out.risk), run.lr,
-                        run.normalized, 0.0, _readonly(run.record))
-
-
-def _descend_KQ(X, gamma, Z, K0, Q0, reg: float, shared: bool, run: Descent) -> KQTrajectory:
-    """The torch loop of :func:`gd_KQ` (:class:`~maxmargin._torchdescent.Factors`) on validated
-    inputs: X (n, T, d), scores gamma (n, T), queries Z (n, d) (``shared``: all rows one query
-    p), starts K0, Q0 (B, d, m)."""
-    K, Q, risk = descend(Factors(X, gamma, Z, K0, Q0, reg, shared, run), run)
-    return KQTrajectory(_readonly(K), _readonly(Q), _readonly(risk), run.lr, run.normalized, reg,
+    out = _descend_KQ(X, gamma, Z, K, Q, reg, _queries_shared(queries, Z), run)
+    return KQTrajectory(*(_readonly(a) for a in (*out.iterates, out.risk)), lr, normalized, reg,
                         _readonly(run.record))
 
 
@@ -320,8 +262,8 @@ def gd_KQ_stack(X, Y, v, K0, Q0, queries, steps: int, lr: float, *,
                         n * T * d * 2 + 5 * n * d * m + 4 * d * m, 2 * d * m + n + 1, n * T)
     run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every),
                   "gd_KQ_stack")
-    K, Q, risk = descend(FactorStack(X, gamma, Z, K, Q, reg, freeze_Q, run), run)
-    return KQTrajectory(_readonly(K), _readonly(Q), _readonly(risk), lr, normalized, reg,
+    out = _descend_KQ_stack(X, gamma, Z, K, Q, reg, freeze_Q, run)
+    return KQTrajectory(*(_readonly(a) for a in (*out.iterates, out.risk)), lr, normalized, reg,
                         _readonly(run.record))
 
 

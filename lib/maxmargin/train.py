@@ -15,20 +15,16 @@ engines give the same iterates. This module is the public layer: validation, set
 """
 from __future__ import annotations
 
-import dataclasses
-import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from . import _checks, _kernels
 from ._descent import STEP_OVERHEAD  # noqa: F401  (train.STEP_OVERHEAD, as before)
 from ._descent import (Descent, _affordable_descent, _queries_shared, _record_count,
                        _record_steps, _settings)
 from ._engines import COMPILED_MIN_WORK, ENGINES, engine, load_compiled_engine  # noqa: F401
-from ._engines import _descend, _descend_joint, _descend_W
+from ._engines import _descend, _descend_joint, _descend_W, _record_attention_on
 from ._stepping import TINY_GRADIENT  # noqa: F401  (train.TINY_GRADIENT, as _compiled names it)
 from .losses import Loss
 from .problem import keyed, problem, stacked
@@ -202,7 +198,7 @@ def gd(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "logist
     run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every), "gd")
     tracked = np.argmax(gamma, axis=1) if tracked is None else tracked
     out = _descend(K[None], gamma[None], P[None], tracked[None], run)
-    return Trajectory(out.path[:, 0], out.risk[:, 0], out.on[:, 0], out.off[:, 0], tracked,
+    return Trajectory(out.iterates[0][:, 0], out.risk[:, 0], out.on[:, 0], out.off[:, 0], tracked,
                       out.final[0], lr, normalized, run.record)
 
 
@@ -331,8 +327,8 @@ def gd_stack(X, Y, v, p0, steps: int, lr: float, *, W=None, loss: str | Loss = "
         tracked = np.stack([_checks.indices(t, n, T, "track") for t in track])
 
     out = _descend(K, gamma, np.ascontiguousarray(P), tracked, run)
-    return StackTrajectory(out.path, out.risk, out.on, out.off, tracked, out.final, lr, normalized,
-                           run.record)
+    return StackTrajectory(out.iterates[0], out.risk, out.on, out.off, tracked, out.final, lr,
+                           normalized, run.record)
 
 
 @dataclass(frozen=True)
@@ -442,12 +438,8 @@ def gd_W(X, Y, v, W0, queries, steps: int, lr: float, *, loss: str | Loss = "log
     _affordable_descent(steps, _record_count(steps, record_every),
                         Wk.shape[0], n * T * d * (d + 2), d * d + 1, 0)
     run = Descent(steps, lr, loss, normalized, (eps,), _record_steps(steps, record_every), "gd_W")
-    if shared:
-        result = _descend_W_shared(X, gamma, Wk, Z[0], run)
-        if result is not None:
-            return result
-    path, risks = _descend_W(X, gamma, Wk, Z, shared, run)
-    return WTrajectory(path, risks, lr, normalized, run.record)
+    out = _descend_W(X, gamma, Wk, Z, shared, run)
+    return WTrajectory(out.iterates[0], out.risk, lr, normalized, run.record)
 
 
 @dataclass(frozen=True)
@@ -559,66 +551,13 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
                         2 * d + n + 2, 0)
     record = _record_steps(steps, record_every)
     run = Descent(steps, lr, loss, normalized, (eps_v, eps_p), record, "gd_joint")
-    vs, ps, risks, probs, on = _descend_joint(X, Y, K, V, P, tracked, run)
-    if tracked is None:
-        R, B = len(record), len(P)
-        rows = np.arange(n)
-        K2 = _kernels.tensor(K.reshape(n * T, d))
-        tracked = np.argmax(_kernels.scores(X, Y, vs[-1, 0]), axis=1)  # the final v (step steps)
-        with _kernels.threads_for(n * T * B):
-            for r in range(R):  # the attention of each record again, as the loop computed it
-                logits = (K2 @ _kernels.tensor(ps[r].T)).view(n, T, B)
-                shift = torch.max(logits, dim=1, keepdim=True).values
-                on[r] = _kernels.softmax_tokens_(logits, shift).numpy()[rows, tracked].T
-    return JointTrajectory(vs, ps, risks, probs, on, tracked, lr, normalized, record)
-
-
-def _descend_W_shared(X, gamma, W0, p, run: Descent) -> WTrajectory | None:
-    """:func:`gd_W` with one query p for every sequence (validated inputs: X (n, T, d), scores
-    gamma (n, T), starts W0 (B, d, d), p (d,)), as gradient descent on the prompt u = W p.
-
-    The logits are x^T W p = x^T u and the gradient in W is a p^T, a = dL/du (the gradient of GD
-    on a prompt with keys X), so W moves along (.) p^T only: u_{k+1} = W_{k+1} p is the GD step
-    on u with step lr ||p||^2 (plain), or lr ||p|| and offset eps / ||p|| (normalized, since
-    ||a p^T||_F = ||a|| ||p||), and W_k = W_0 + (u_k - u_0) p^T / ||p||^2. This runs on
-    :func:`_descend` (the compiled kernel when numba is there): about twice the speed of the
-    loop on W (benchmarks/bench_gd.py). Returns None when these scalars (eps / ||p|| too) leave
-    float64's normal range or a step is not finite: the loop on W then runs the call (and names the cause of a
-    failure, which it reports with the W-specific wording).
-    """
-    lr, normalized, eps, record = run.lr, run.normalized, run.eps[0], run.record
-    pp = float(p @ p)
-    norm = math.sqrt(pp)
-    lr_u = lr * (norm if normalized else pp)
-    # eps / ||p|| below the normal range rounds (5e-324 / 1.09 to 5e-324, to 0 for ||p|| > 2):
-    # the loop on W keeps eps itself
-    if not (1e-150 < pp < 1e150 and sys.float_info.min < lr_u < math.inf
-            and sys.float_info.min <= eps / norm < math.inf):
-        return None
-    U0 = W0 @ p                                                # (B, d)
-    if not np.all(np.isfinite(U0)):
-        return None
-    n, T, d = X.shape
-    R, B = len(record), len(W0)
-    path = np.empty((R, B, d, d))
-    # the iterates u (R, 1, B, d) are recorded at the start of W's buffer and turned into W's
-    # records in place, last first: record r of W covers u's records r d .. r d + d - 1, which
-    # are r itself (read before it is overwritten) or later ones, already turned
-    U = path.reshape(-1)[:R * B * d].reshape(R, 1, B, d)
-    try:
-        out = _descend(X[None], gamma[None], U0[None], np.zeros((1, n), dtype=np.int64),
-                       dataclasses.replace(run, lr=lr_u, eps=(eps / norm,)),
-                       attention=False, path=U)
-    except ValueError:              # a gradient or iterate left float64: the loop on W decides
-        return None
-    along = p / pp
-    for r in range(R - 1, -1, -1):
-        moved = U[r, 0] - U0                                   # (B, d) u_r - u_0, a copy
-        np.multiply(moved[:, :, None], along, out=path[r])
-        path[r] += W0
-        if not np.all(np.isfinite(path[r])):   # (per record: no mask of the whole path)
-            return None
-    return WTrajectory(path, out.risk[:, 0], lr, normalized, record)
+    out = _descend_joint(X, Y, K, V, P, tracked, run)
+    vs, ps = out.iterates
+    if tracked is None:     # the highest-score tokens under the final v (step steps)
+        tracked = np.argmax(_kernels.scores(X, Y, vs[-1, 0]), axis=1)
+        _record_attention_on(K, out, tracked)
+    return JointTrajectory(vs, ps, out.risk, out.probability, out.on, tracked, lr, normalized,
+                           record)
 
 
 def _initial_batch(x0, d: int, name: str) -> np.ndarray:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 
 def pytest_addoption(parser):
     parser.addoption("--shuffle-seed", type=int, default=None, metavar="N",
@@ -27,3 +29,20 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     seed = config.getoption("--shuffle-seed")
     return None if seed is None else f"shuffled: --shuffle-seed {seed}"
+
+
+@pytest.fixture
+def solves_without_multipliers(monkeypatch):
+    """cvxpy's ``Problem.solve`` made to solve, then drop every dual value (an optimal status
+    without multipliers, as a solver may report): the certificates must refuse the answer."""
+    import cvxpy as cp   # (deferred: only the solver tests pay for importing cvxpy)
+
+    real_solve = cp.Problem.solve
+
+    def without_duals(self, *args, **kwargs):
+        real_solve(self, *args, **kwargs)
+        for constraint in self.constraints:
+            for dual in constraint.dual_variables:
+                dual.value = None
+
+    monkeypatch.setattr(cp.Problem, "solve", without_duals)

@@ -1,5 +1,6 @@
 """The compiled engine of gd_KQ (one shared prompt, reg = 0): the same runs as the torch loop
-``keyquery._descend_KQ`` and as an independent autograd loop, the same errors, and the torch loop
+``_engines._descend_KQ_torch`` and as an independent autograd loop, the same errors, and the
+torch loop
 wherever the kernel does not apply (a query per sequence, reg > 0, a custom loss, |p| = 0) or
 meets a value outside its range.
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 import maxmargin as mm
-from maxmargin import keyquery
+from maxmargin import _engines
 from roundoff import one_thread
 
 pytest.importorskip("numba")
@@ -42,15 +43,15 @@ def relative(a, b) -> float:
 
 @pytest.fixture
 def torch_calls(monkeypatch):
-    """Counts the calls of the torch loop keyquery._descend_KQ (then runs it)."""
+    """Counts the calls of the torch loop _engines._descend_KQ_torch (then runs it)."""
     calls = []
-    loop = keyquery._descend_KQ
+    loop = _engines._descend_KQ_torch
 
     def counted(*args, **kwargs):
         calls.append(args)
         return loop(*args, **kwargs)
 
-    monkeypatch.setattr(keyquery, "_descend_KQ", counted)
+    monkeypatch.setattr(_engines, "_descend_KQ_torch", counted)
     return calls
 
 

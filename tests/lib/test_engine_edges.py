@@ -4,7 +4,7 @@ with a batch B that is not a multiple of the width, step by step against the pla
 have really run (not handed the call to the torch loop, which would agree for the wrong
 reason); and the factors of W = K Q^T checked for finiteness on both engines.
 
-The block width is forced by giving ``train._block_lanes`` a single width's cost (as
+The block width is forced by giving ``_engines._block_lanes`` a single width's cost (as
 test_compiled.py does); the kernel that ran is seen through ``_run_blocks``.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import maxmargin as mm
-from maxmargin import _engines, keyquery, train
+from maxmargin import _engines, train
 from maxmargin import reference as ref
 from roundoff import attention_terms, logit_size, step_atol
 from test_reference import W_terms, _weights, assert_step, p_step_atol
@@ -38,7 +38,7 @@ def instance(T: int, d: int, seed: int = 38):
 
 @pytest.fixture
 def kernels_run(monkeypatch):
-    """The kernels passed to _engines._run_blocks (gd, gd_joint) and keyquery's (gd_KQ), in order;
+    """The kernels passed to _engines._run_blocks (gd, gd_joint, gd_KQ), in order;
     and the torch loops made to fail, so that a call handed to them cannot pass unseen."""
     seen = []
     run_blocks = _engines._run_blocks
@@ -51,10 +51,9 @@ def kernels_run(monkeypatch):
         raise AssertionError("the torch loop ran: the kernel handed the call over")
 
     monkeypatch.setattr(_engines, "_run_blocks", spy)
-    monkeypatch.setattr(keyquery, "_run_blocks", spy)
     monkeypatch.setattr(_engines, "_descend_torch", refused)
     monkeypatch.setattr(_engines, "_descend_joint_torch", refused)
-    monkeypatch.setattr(keyquery, "_descend_KQ", refused)
+    monkeypatch.setattr(_engines, "_descend_KQ_torch", refused)
     monkeypatch.setenv("MAXMARGIN_ENGINE", "compiled")
     return seen
 
@@ -124,7 +123,7 @@ def test_every_gd_joint_block_width_takes_the_reference_step(lanes, T, d, kernel
 def test_every_gd_KQ_block_width_takes_the_reference_step(lanes, T, d, kernels_run, monkeypatch):
     """gd_KQ's kernel (one shared query), B = lanes + 3, m = 2, each run against the reference's
     (K, Q) step. Bugs caught as in the gd test, for the factor kernel (K and D per lane)."""
-    monkeypatch.setattr(keyquery, "_TWO_LANE_COSTS", {lanes: 1.0})
+    monkeypatch.setattr(_engines, "_TWO_LANE_COSTS", {lanes: 1.0})
     X, Y, v, _, rng = instance(T, d)
     n, B, m = X.shape[0], lanes + 3, 2
     z = rng.standard_normal(d)
@@ -179,7 +178,7 @@ TRAINERS = {   # name: (call on a small instance, the torch loop's module and na
     "gd_joint": (lambda X, Y, v: mm.gd_joint(X, Y, v, np.zeros(3), 3, 0.1, normalized=True),
                  _engines, "_descend_joint_torch"),
     "gd_KQ": (lambda X, Y, v: mm.gd_KQ(X, Y, v, np.eye(3), np.eye(3), np.ones(3), 3, 0.1),
-              keyquery, "_descend_KQ"),
+              _engines, "_descend_KQ_torch"),
 }
 
 
@@ -195,7 +194,6 @@ def test_each_engine_setting_really_runs_its_engine(trainer, engine, monkeypatch
     kernels, loops = [], []
     run_blocks, torch_loop = _engines._run_blocks, getattr(module, loop)
     monkeypatch.setattr(_engines, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
-    monkeypatch.setattr(keyquery, "_run_blocks", lambda *a: kernels.append(a[0]) or run_blocks(*a))
     monkeypatch.setattr(module, loop, lambda *a, **k: loops.append(1) or torch_loop(*a, **k))
     monkeypatch.setenv("MAXMARGIN_ENGINE", engine)
     X, Y, v, _, _ = instance(4, 3)

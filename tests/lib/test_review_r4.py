@@ -275,3 +275,34 @@ def test_risk_beyond_one_loss_overflow_keeps_float64_accuracy():
             continue
         got = mm.risk(Xz, Yz, vz, [0.0, 0.0], loss="exponential")
         np.testing.assert_allclose(got, expected, rtol=1e-15, err_msg=str(zs))
+
+
+LOGITS_NAMED = {"gd": "k_it^T p", "gd_joint": "k_it^T p or scores Y_i v^T x_it",
+                "gd_W": "x_it^T W z_i", "gd_KQ": "x_it^T K Q^T z_i", "gd_KQ_stack": "x_it^T K Q^T z_i"}
+
+
+@pytest.mark.parametrize("name", ["gd", "gd_W", "gd_W shared", "gd_KQ", "gd_KQ shared",
+                                  "gd_KQ_stack", "gd_joint"])
+def test_logits_that_leave_float64_mid_run_are_named_as_the_trainer_writes_them(name,
+                                                                                monkeypatch):
+    """The run of the test above with two steps: the iterate after step 1 is finite (checked
+    there by own arithmetic) and its logits overflow, so the gradient at step 1, not the last,
+    is not finite: lr is the cause, and the message names the trainer's logits. Bug caught: the
+    message said "its logits k_it^T p" for W and (K, Q) too, whose logits are x_it^T W z_i and
+    x_it^T K Q^T z_i (R38b); for (v, p), whose scores move with v (here to 1e308 times the
+    gradient), it blamed the scale of X or v "whatever the iterate and lr", from the bound on the
+    gradient at the current scores (step 1's, not the data's). Both engines give the same
+    message."""
+    I, Z = np.eye(2), np.eye(2)
+    queries = np.array([1.0, 0.0]) if name.endswith("shared") else Z
+    caller = name.split()[0]
+    call = {"gd": lambda: mm.gd(X, Y, V, [0.0, 0.0], 2, LR),
+            "gd_W": lambda: mm.gd_W(X, Y, V, np.zeros((2, 2)), queries, 2, LR),
+            "gd_KQ": lambda: mm.gd_KQ(X, Y, V, I, I, queries, 2, LR),
+            "gd_KQ_stack": lambda: mm.gd_KQ_stack(X[None], Y[None], V, I, I, Z[None], 2, LR),
+            "gd_joint": lambda: mm.gd_joint(X, Y, V, [0.0, 0.0], 2, LR, normalized=False)}[caller]
+    torch_message, compiled_message = both_engines(monkeypatch, call)
+    assert compiled_message == torch_message
+    assert torch_message.startswith(f"{caller}: the gradient at step 1 is not finite in float64; "
+                                    f"the iterate or its logits {LOGITS_NAMED[caller]} left "
+                                    f"float64: lr = 1e+308 is too large")

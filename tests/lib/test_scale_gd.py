@@ -165,7 +165,7 @@ def test_normalized_steps_survive_a_contraction_that_overflows(engine, monkeypat
                     normalized=True).W[-1, 0]
         np.testing.assert_allclose(W, np.outer(p_ref, [1.0, 0.0]), rtol=1e-12, atol=1e-15)
     with monkeypatch.context() as patch:  # the loop on W itself (the shared query's GD on u off)
-        patch.setattr(mm.train, "_descend_W_shared", lambda *args, **kw: None)
+        patch.setattr(mm._engines, "_descend_W_shared", lambda *args, **kw: None)
         W = mm.gd_W(X, [1.0], v, np.zeros((2, 2)), [1.0, 0.0], steps, lr, loss="exponential",
                     normalized=True).W[-1, 0]
         np.testing.assert_allclose(W, np.outer(p_ref, [1.0, 0.0]), rtol=1e-12, atol=1e-15)

@@ -404,7 +404,7 @@ def test_gd_W_with_a_shared_query_equals_the_loop_on_W(engine, loss, normalized,
     args = (inst.X, inst.Y, inst.v, W0, p, 60, lr)
     kw = dict(loss=loss, normalized=normalized, eps=1e-3, record_every=5)
     fast = mm.gd_W(*args, **kw)
-    monkeypatch.setattr(mm.train, "_descend_W_shared", lambda *a, **k: None)
+    monkeypatch.setattr(mm._engines, "_descend_W_shared", lambda *a, **k: None)
     loop = mm.gd_W(*args, **kw)
     np.testing.assert_array_equal(fast.steps, loop.steps)
     scale = np.abs(loop.W).max()
