@@ -272,22 +272,44 @@ def test_twin_frames_fit_a_phone_column_with_legible_text():
     plt.close("all")
 
 
-def test_smallest_text_counts_every_drawn_text_and_nothing_hidden():
-    """Colour-bar ticks and legends count; an invisible or empty text does not."""
-    fig, ax = plt.subplots()
-    image = ax.imshow(np.arange(4.0).reshape(2, 2))
-    bar = fig.colorbar(image, ax=ax)
-    ax.tick_params(labelsize=11)
-    bar.ax.tick_params(labelsize=7)
-    ax.plot([0, 1], [0, 1], label="a line")
-    ax.legend(fontsize=10)
-    ax.text(0, 0, "hidden", fontsize=3).set_visible(False)
-    ax.text(0, 0, " ", fontsize=2)
-    fig.canvas.draw()
-    assert explore._smallest_text(fig) == 7
-    bar.ax.tick_params(labelsize=12)
-    fig.canvas.draw()
-    assert explore._smallest_text(fig) == 10
+def _script_label_frame(ax, k):
+    ax.plot([0, k], [0, 1], label="$p^{mm}$")
+    ax.legend(fontsize=7)
+    ax.text(0, 0, "plain", fontsize=7)
+
+
+def test_twin_frames_raise_a_label_until_its_scripts_are_legible():
+    """The twins' floor counts a label's superscript at the size matplotlib draws it (0.7 of the
+    font, book.legibility): the legend's $p^{mm}$ is raised to 9 / 0.7 pt so that "mm" is 9 pt,
+    the plain text to 9 pt. (The explorers had their own copy of the rule, which raised the
+    label to 9 pt: its "mm" was drawn at 6.3 pt.) The recorded smallest text is the glyphs'."""
+    for fig, _ in explore.render_frames(_script_label_frame, [{"k": 1.0}], width=3.0,
+                                        height=2.0, min_fontsize=9):
+        fig.canvas.draw()
+        sizes = {t.get_text(): t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
+                 if t.get_text().strip()}
+        assert sizes["plain"] == 9
+        assert abs(sizes["$p^{mm}$"] - 9 / 0.7) < 1e-9
+    spec = _twin_spec(explore.interactive(_script_label_frame, {"k": [1.0]}, width=3.0,
+                                          height=2.0, dpi=20).data)
+    assert abs(spec["frames"][0]["font"] - explore.TWIN_MIN_FONT) < 1e-9
+    plt.close("all")
+
+
+def _log_axis_frame(ax, k):
+    ax.semilogy([0, 1], [0.01, k])
+    ax.tick_params(labelsize=7)
+
+
+def test_twin_frames_raise_log_tick_labels_by_their_superscripts():
+    """A log axis's tick labels ($10^{-1}$) get their text only when the figure is drawn: a rule
+    applied before any draw sees empty labels, raises them to 9 pt, and their exponents are then
+    drawn at 6.3 pt (chapters 5 and 7's twins recorded 7.7 pt). Bug caught: the floor applied
+    before the frame is drawn once."""
+    spec = _twin_spec(explore.interactive(_log_axis_frame, {"k": [10.0, 1000.0]}, width=3.0,
+                                          height=2.0, dpi=20).data)
+    for frame in spec["frames"]:
+        assert abs(frame["font"] - explore.TWIN_MIN_FONT) < 1e-9, frame["font"]
     plt.close("all")
 
 

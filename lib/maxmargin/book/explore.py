@@ -19,6 +19,7 @@ from ..model import attention, excess_risk, keys
 from .landscape import excess_risk_on_plane
 from ..svm import att_svm
 from . import plots
+from .legibility import raise_small_text, smallest_text_pt
 
 
 _CDN_STYLESHEET = re.compile(r'<link rel="stylesheet"\s+href="https?://[^"]*"\s*/?>')
@@ -385,7 +386,10 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
             with plots.book_style():
                 result = draw(axes, **setting)
             if min_fontsize is not None:
-                _raise_small_text(fig, min_fontsize)
+                # tick labels get their text ($10^{-1}$ on a log axis) only when drawn: draw
+                # first, so that the rule sees their scripts
+                fig.draw_without_rendering()
+                raise_small_text(fig, min_fontsize)
             if k == 0 and fig.get_layout_engine() is not None:
                 engine = fig.get_layout_engine()
                 fig.canvas.draw()
@@ -397,27 +401,6 @@ def render_frames(draw: Callable, settings: Sequence[dict], *, figure: Callable 
             yield fig, result
     finally:
         plt.close(fig)
-
-
-def _raise_small_text(fig, size: float) -> None:
-    """Draw every text of ``fig`` under ``size`` points at ``size`` (tick labels included: the
-    ticks an axis makes later copy its first tick's label)."""
-    from matplotlib.text import Text
-
-    for text in fig.findobj(Text):
-        if text.get_fontsize() < size:
-            text.set_fontsize(size)
-
-
-def _smallest_text(fig) -> float:
-    """The smallest font size (points) of the visible, non-empty texts of ``fig`` (tick labels,
-    legends and colour bars included), as last drawn; inf when it has none."""
-    from matplotlib.text import Text
-
-    sizes = [t.get_fontsize() for t in fig.findobj(Text)
-             if t.get_visible() and t.get_text().strip()
-             and (t.axes is None or t.axes.get_visible())]
-    return min(sizes, default=float("inf"))
 
 
 def _titles_cut(fig) -> bool:
@@ -487,7 +470,7 @@ def interactive(draw: Callable, controls: dict, *, fixed: dict | None = None,
                           min_fontsize=TWIN_MIN_FONT)
     for params, (fig, result) in zip(combos, drawn):
         src = _png_uri(fig, colors)           # drawn: the texts below are the ones in the PNG
-        frames.append({"src": src, "hash": frame_fingerprint(fig), "font": _smallest_text(fig),
+        frames.append({"src": src, "hash": frame_fingerprint(fig), "font": smallest_text_pt(fig),
                        "params": params, "result": _jsonable(result)})
         size = [float(x) for x in fig.get_size_inches()]
     drawn.close()  # closes the figure now, not at garbage collection (the inline backend shows it)
