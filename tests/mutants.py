@@ -510,8 +510,8 @@ MUTANTS = [
            "    elif False:",
            ("test_errors.py",)),
     Mutant("_descent.py", "a gradient too large for float64 at any iterate blamed on lr",
-           "    elif bound >= 308.0 and (step == 0 or not moving_scores):",
-           "    elif bound >= 308.0 and (step == 0 or not moving_scores) and lr > 1e300:",
+           "    elif bound >= 308.0:",
+           "    elif bound >= 308.0 and lr > 1e300:",
            ("test_errors.py",)),
     Mutant("_infeasibility.py", "duplicate-key test absolute again (keys of 1e-13 are duplicates)",
            "    tie = (size <= 1e-12 * size.max())",
@@ -1732,8 +1732,8 @@ MUTANTS = [
            ("test_engine_invariance.py",)),
     # --- issue 38, one records object (lead, stop 47) ---
     Mutant("_descent.py", "gd_joint mid-run: the gradient bound read at the moving scores blames X or v",
-           " and (step == 0 or not moving_scores):",
-           ":",
+           "    top = _largest(gamma if start_scores is None else start_scores())",
+           "    top = _largest(gamma)",
            ("test_review_r4.py",)),
     Mutant("_torchdescent.py", "gd_W's overflow message names the prompt's logits k_it^T p",
            'sizes=(_largest(X), _largest(Z)), logits="x_it^T W z_i")',
@@ -1754,6 +1754,10 @@ MUTANTS = [
            "                fig.draw_without_rendering()\n                raise_small_text(fig, min_fontsize)",
            "                raise_small_text(fig, min_fontsize)",
            ("test_explorers.py",)),
+    Mutant("_engines.py", "gd_joint with track=None: the attention on the tokens chosen after the run not recorded",
+           "        _record_attention_on(K, records, tracked)",
+           "        pass",
+           ("test_records.py", "test_reference_joint.py")),
 ]
 
 

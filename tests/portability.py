@@ -21,7 +21,7 @@ The axes, and what this machine's build honours (the ``effective`` column re-che
 * threads: 1 and 2 (``OMP_NUM_THREADS``, read by torch, ``OPENBLAS_NUM_THREADS``,
   ``MKL_NUM_THREADS``, ``NUMBA_NUM_THREADS``); 1-thread rows run pytest with ``-n 2``, 2-thread
   rows with ``-n 1`` (two cores).
-* ``MAXMARGIN_ENGINE``: auto (the default), compiled, torch (``lib/maxmargin/train.py``).
+* ``MAXMARGIN_ENGINE``: auto (the default), compiled, torch (``lib/maxmargin/_engines.py``).
 * ``NUMBA_CPU_NAME=generic``: the compiled engine without AVX2 and FMA (its cache then goes to a
   temporary ``NUMBA_CACHE_DIR``, so nothing is written next to the library).
 

@@ -39,9 +39,10 @@ class Records:
     (the torch loop, the compiled kernels) and every parameterization:
 
     ``iterates``: one array per gradient block, (R, *runs, *block): p (R, M, B, d) for M
-    instances x B runs; W (R, B, d, d); v and p (R, B, d) each; K and Q (R, B, d, m) each.
-    ``risk`` (R, *runs): the mean loss. What only some trainers record, else None:
-    ``on`` (R, *runs, n) the attention on the tracked tokens (p; (v, p)), ``off`` (R, *runs, n)
+    instances x B runs; W (R, B, d, d); v and p (R, B, d) each; K and Q (R, B, d, m) each
+    (R, M, d, m) for the stack of M instances). ``risk`` (R, *runs): the mean loss. What only
+    some trainers record, else None: ``on`` (R, *runs, n) the attention on the ``tracked``
+    tokens (p: (M, n) given; (v, p): (n,), given or chosen after the run), ``off`` (R, *runs, n)
     on all other tokens, summed (p), ``final`` (*runs, n, T) the attention at the last iterate
     (p), ``probability`` (R, *runs) the mean of expit(z_i) ((v, p))."""
 
@@ -51,11 +52,13 @@ class Records:
     off: np.ndarray | None = None
     final: np.ndarray | None = None
     probability: np.ndarray | None = None
+    tracked: np.ndarray | None = None
 
 
 def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: bool, *,
               start: str, start_logits: Callable[[], np.ndarray], sizes: tuple,
-              logits: str, moving_scores: bool = False, last: bool = False) -> ValueError:
+              logits: str, start_scores: Callable[[], np.ndarray] | None = None,
+              last: bool = False) -> ValueError:
     """The error for a gradient or iterate that left float64 at ``step``, naming the cause
     (``last``: the logits of the last iterate, ``step`` = steps, overflow, though the iterate is
     finite: lr, or the scale of the inputs, carried it too far):
@@ -65,8 +68,9 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
     * a gradient too large for float64 whatever the iterate: its entries are bounded by
       2 max|gamma_it| times the product of ``sizes`` (the largest |key| entry, and the largest
       |query| entry for W), as softmax weights are at most 1 and |l'| at most 1 for the logistic
-      and correlation losses (the scale of X or v); with ``moving_scores`` (GD on (v, p), whose
-      scores move with v) only at step 0, where the scores are those of the start v0;
+      and correlation losses (the scale of X or v); the bound is taken at ``start_scores()``
+      where given (GD on (v, p), whose scores move with v: the data are to blame when the
+      scores of the start v0 already reach it, lr when a step carried v there), else at gamma;
     * otherwise the iterate or its ``logits`` (as the parameterization writes them, e.g.
       "x_it^T W z_i") left float64 along the way (lr, for these inputs).
 
@@ -77,7 +81,7 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
                           f"overflow float64, though the iterate is finite: lr = {lr:g} is too "
                           f"large for these inputs (or the scale of v or X is)")
     low = float(np.min(gamma))
-    top = float(np.max(np.abs(gamma)))
+    top = _largest(gamma if start_scores is None else start_scores())
     bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
              if top > 0 and all(size > 0 for size in sizes) else -np.inf)
     if EXPONENTIAL.same_function(loss) and low < -700.0:
@@ -87,7 +91,7 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
     elif step == 0 and not _all_finite(start_logits):
         cause = (f"the logits of the start {start} leave float64: start from a smaller {start} "
                  f"(the logits are {start} times the keys)")
-    elif bound >= 308.0 and (step == 0 or not moving_scores):
+    elif bound >= 308.0:
         cause = (f"its entries reach up to 2 max|Y_i v^T x_it| times the largest key entries, "
                  f"about 10^{bound:.0f}, whatever the iterate and lr: reduce the scale of X or v")
     else:

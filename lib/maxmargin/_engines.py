@@ -126,7 +126,8 @@ def _descend_compiled(K, gamma, P, tracked, run: Descent, attention=True, path=N
     _rerecord_risks(out.risk, lambda i: (K[i[1]], gamma[i[1]], out.path[i]), run.loss)
     if not attention:
         return Records((out.path,), out.risk)
-    return Records((out.path,), out.risk, on=out.on, off=out.off, final=out.final)
+    return Records((out.path,), out.risk, on=out.on, off=out.off, final=out.final,
+                   tracked=tracked)
 
 
 def _rerecord_risks(risk: np.ndarray, iterate, loss: Loss) -> None:
@@ -213,13 +214,19 @@ def _descend_torch(K, gamma, P, tracked, run: Descent, attention=True, path=None
 def _descend_joint(X, Y, K, V, P, tracked, run: Descent) -> Records:
     """The engine of :func:`gd_joint`: tokens X and keys K (n, T, d), labels Y (n,), starts V, P
     (B, d), tracked (n,) or None; the compiled kernel for a built-in loss where the engine setting
-    takes it, else the torch loop. Records v and p, the risk, the probability and ``on``, the
-    attention on the tracked tokens (unset for None: :func:`_record_attention_on`)."""
+    takes it, else the torch loop. Records v and p, the risk, the probability, ``tracked`` (n,)
+    and ``on``, the attention on those tokens: the given ones, or for None the highest-score
+    tokens under the final v of the first run (:func:`_record_attention_on`)."""
     n, T, d = X.shape
     work = 2 * len(P) * (run.steps + 1) * n * T * d
     if _loss_code(run.loss) is not None and engine(work=work, kernel="gd_joint") == "compiled":
-        return _descend_joint_compiled(X, Y, K, V, P, tracked, run)
-    return _descend_joint_torch(X, Y, K, V, P, tracked, run)
+        records = _descend_joint_compiled(X, Y, K, V, P, tracked, run)
+    else:
+        records = _descend_joint_torch(X, Y, K, V, P, tracked, run)
+    if tracked is None:     # the highest-score tokens under the final v (step steps)
+        tracked = np.argmax(_kernels.scores(X, Y, records.iterates[0][-1, 0]), axis=1)
+        _record_attention_on(K, records, tracked)
+    return dataclasses.replace(records, tracked=tracked)
 
 
 def _descend_joint_torch(X, Y, K, V, P, tracked, run: Descent) -> Records:
@@ -287,7 +294,6 @@ def _descend_W_shared(X, gamma, W0, p, run: Descent) -> Records | None:
         if not np.all(np.isfinite(path[r])):   # (per record: no mask of the whole path)
             return None
     return Records((path,), out.risk[:, 0])
-
 
 
 def _record_attention_on(K: np.ndarray, records: Records, tracked: np.ndarray) -> None:

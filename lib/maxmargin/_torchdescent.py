@@ -129,7 +129,7 @@ class Prompts(_Parameterization):
     def __init__(self, K, gamma, P, tracked, run: Descent, attention=True, path=None):
         M, n, T, d = K.shape
         B, R = P.shape[1], len(run.record)
-        self.shape, self.attention = (M, n, T, B), attention
+        self.shape, self.attention, self.tracked = (M, n, T, B), attention, tracked
         self.path = np.empty((R, M, B, d)) if path is None else path
         self.risk = np.empty((R, M, B))
         self.on = np.empty((R if attention else 0, M, n, B))
@@ -184,7 +184,7 @@ class Prompts(_Parameterization):
         final = _kernels.softmax_tokens_((self.Kt @ Pt).reshape(M * n, T, B))
         final = final.reshape(M, n, T, B).permute(0, 3, 1, 2).numpy()
         return Records((self.path,), self.risk, on=self.on.transpose(0, 1, 3, 2),
-                       off=self.off.transpose(0, 1, 3, 2), final=final)
+                       off=self.off.transpose(0, 1, 3, 2), final=final, tracked=self.tracked)
 
 
 class Matrices(_Parameterization):
@@ -283,7 +283,7 @@ class Joint(_Parameterization):
         self.risk_shape, self.work = None, n * T * B
         self.start_args = dict(start="p0", start_logits=lambda: np.einsum("ntd,bd->ntb", K, P),
                                sizes=(_largest(K),), logits="k_it^T p or scores Y_i v^T x_it",
-                               moving_scores=True)
+                               start_scores=lambda: (Y[:, None, None] * X) @ V.T)
 
     def logits(self, VP):
         n, T, B = self.shape

@@ -24,7 +24,7 @@ from ._descent import STEP_OVERHEAD  # noqa: F401  (train.STEP_OVERHEAD, as befo
 from ._descent import (Descent, _affordable_descent, _queries_shared, _record_count,
                        _record_steps, _settings)
 from ._engines import COMPILED_MIN_WORK, ENGINES, engine, load_compiled_engine  # noqa: F401
-from ._engines import _descend, _descend_joint, _descend_W, _record_attention_on
+from ._engines import _descend, _descend_joint, _descend_W
 from ._stepping import TINY_GRADIENT  # noqa: F401  (train.TINY_GRADIENT, as _compiled names it)
 from .losses import Loss
 from .problem import keyed, problem, stacked
@@ -552,12 +552,8 @@ def gd_joint(X, Y, v0, p0, steps: int, lr: float, *, normalized: bool, W=None,
     record = _record_steps(steps, record_every)
     run = Descent(steps, lr, loss, normalized, (eps_v, eps_p), record, "gd_joint")
     out = _descend_joint(X, Y, K, V, P, tracked, run)
-    vs, ps = out.iterates
-    if tracked is None:     # the highest-score tokens under the final v (step steps)
-        tracked = np.argmax(_kernels.scores(X, Y, vs[-1, 0]), axis=1)
-        _record_attention_on(K, out, tracked)
-    return JointTrajectory(vs, ps, out.risk, out.probability, out.on, tracked, lr, normalized,
-                           record)
+    return JointTrajectory(*out.iterates, out.risk, out.probability, out.on, out.tracked, lr,
+                           normalized, record)
 
 
 def _initial_batch(x0, d: int, name: str) -> np.ndarray:

@@ -5,7 +5,8 @@ that parameterization does not record), and the two engines' records agree.
 
 Bugs caught: a wrapper returning its kernel's own layout (batch-last, or (v, p) in one array),
 or a field the trainer reads left as another engine's placeholder (gd_W's u-path recorded
-attention it never computed), so that one trainer's result depends on the engine that ran it.
+attention it never computed; gd_joint's attention on tokens chosen after the run left unset),
+so that one trainer's result depends on the engine that ran it.
 """
 from __future__ import annotations
 
@@ -51,20 +52,23 @@ def calls():
     return {
         "p": (lambda: _engines._descend(np.stack([X, X[:, ::-1]]), np.stack([gamma, gamma[:, ::-1]]),
                                         P, np.stack([tracked, T - 1 - tracked]), run()),
-              [(R, 2, B, d)], (), ("on", "off", "final")),
+              [(R, 2, B, d)], ("probability",), ("on", "off", "final", "tracked")),
         "p without attention": (lambda: _engines._descend(X[None], gamma[None], P[:1],
                                                           tracked[None], run(), attention=False),
-                                [(R, 1, B, d)], ("on", "off", "final", "probability"), ()),
+                                [(R, 1, B, d)], ("on", "off", "final", "probability", "tracked"), ()),
         "W shared": (lambda: _engines._descend_W(X, gamma, W0, Z, True, run()),
-                     [(R, B, d, d)], ("on", "off", "final", "probability"), ()),
+                     [(R, B, d, d)], ("on", "off", "final", "probability", "tracked"), ()),
         "(v, p)": (lambda: _engines._descend_joint(X, Y, X, V, Pj, tracked, run(2)),
-                   [(R, B, d), (R, B, d)], ("off", "final"), ("on", "probability")),
+                   [(R, B, d), (R, B, d)], ("off", "final"), ("on", "probability", "tracked")),
+        "(v, p) tracked after the run": (
+            lambda: _engines._descend_joint(X, Y, X, V, Pj, None, run(2)),
+            [(R, B, d), (R, B, d)], ("off", "final"), ("on", "probability", "tracked")),
         "(K, Q)": (lambda: _engines._descend_KQ(X, gamma, Z, K0, Q0, 0.0, True, run()),
-                   [(R, B, d, m), (R, B, d, m)], ("on", "off", "final", "probability"), ()),
+                   [(R, B, d, m), (R, B, d, m)], ("on", "off", "final", "probability", "tracked"), ()),
         "(K, Q) stack": (lambda: _engines._descend_KQ_stack(Xs, np.stack([gamma, gamma[:, ::-1]]),
                                                             np.stack([Z, Z]), K0[:2], Q0[:2], 0.0,
                                                             False, run()),
-                         [(R, 2, d, m), (R, 2, d, m)], ("on", "off", "final", "probability"), ()),
+                         [(R, 2, d, m), (R, 2, d, m)], ("on", "off", "final", "probability", "tracked"), ()),
     }
 
 

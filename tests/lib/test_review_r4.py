@@ -306,3 +306,26 @@ def test_logits_that_leave_float64_mid_run_are_named_as_the_trainer_writes_them(
     assert torch_message.startswith(f"{caller}: the gradient at step 1 is not finite in float64; "
                                     f"the iterate or its logits {LOGITS_NAMED[caller]} left "
                                     f"float64: lr = 1e+308 is too large")
+
+
+def test_gd_joint_blames_the_data_when_the_scores_of_its_start_bound_the_gradient_past_float64(
+        monkeypatch):
+    """R40a's counterexample to a rule that blamed lr at every step > 0 of gd_joint: scores of
+    v0 = (-1e307, 1e307) on keys 8 e_t reach 8e307, so 2 max|gamma| max|k| = 1.3e309 whatever
+    p; lr = 3.3e-307 leaves v unchanged (v1 == v0 bit for bit, checked below with numpy) and the
+    attention moving off one-hot at step 1 makes the p-gradient infinite. Bug caught: gd_joint
+    said "lr = 3.34e-307 is too large" where gd, on the same data, names the scale of X or v."""
+    Xd, Yd = np.array([[[8.0, 0.0], [0.0, 8.0]]]), np.array([1.0])
+    v0, p0 = np.array([-1e307, 1e307]), np.array([np.log(999.0) / 8, 0.0])
+    lr = 3.3404849835132034e-307
+    gamma = Yd[:, None] * (Xd @ v0)                              # (1, 2): -8e307, 8e307
+    s = np.exp(Xd @ p0 - np.max(Xd @ p0))
+    s /= s.sum()
+    grad_v = -1.0 / (1.0 + np.exp(np.sum(s * gamma))) * np.einsum("nt,ntd->d", s, Xd)
+    assert np.array_equal(v0 - lr * grad_v, v0)                  # v does not move
+    assert np.log10(2 * 8e307 * 8) >= 308
+    for caller, call in (("gd_joint", lambda: mm.gd_joint(Xd, Yd, v0, p0, 10, lr, normalized=False)),
+                         ("gd", lambda: mm.gd(Xd, Yd, v0, p0, 10, lr))):
+        for message in both_engines(monkeypatch, call):
+            assert message.startswith(f"{caller}: the gradient at step "), message
+            assert "whatever the iterate and lr: reduce the scale of X or v" in message, message
