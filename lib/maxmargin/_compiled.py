@@ -975,6 +975,7 @@ def _compile(flag: list, warm_ups) -> None:
 
 
 def _gd_warm_ups():
+    """The calls on tiny inputs that compile descend, descend_wide and descend_wider."""
     M, n, T, d = 1, 1, 2, 1
     record = np.array([0, 1])
     for kernel, lanes in ((descend, LANES), (descend_wide, WIDE), (descend_wider, WIDER)):
@@ -1233,6 +1234,7 @@ _READY_JOINT = []
 
 
 def _joint_warm_ups():
+    """The calls on tiny inputs that compile descend_joint and descend_joint_wide."""
     n, T, d = 1, 2, 1
     record = np.array([0, 1])
     for kernel, lanes in ((descend_joint, LANES), (descend_joint_wide, WIDE)):
@@ -1382,6 +1384,7 @@ def _build_kq(L: int):
                 for e in range(d * L):
                     a.g[e] = 0.0
                 for i in range(n):
+                    # kq: the prompt is u = K q; the gradient a in u then moves K and q
                     _attend(X[i], u, a.s, gamma[i], 1, 0, a.top, a.ref, a.offset, a.z, T, d, L)
                     if held:
                         for l in range(lanes):
@@ -1455,6 +1458,7 @@ _READY_KQ = []
 
 
 def _kq_warm_ups():
+    """The calls on tiny inputs that compile descend_kq and descend_kq_wide."""
     n, T, d, m = 1, 2, 1, 1
     record = np.array([0, 1])
     for kernel, lanes in ((descend_kq, LANES), (descend_kq_wide, WIDE)):
