@@ -479,6 +479,20 @@ def _lanes(T, d, L):
                   np.empty(L), np.empty(L), np.empty(L))
 
 
+# --- the step, written once ---------------------------------------------------------------------
+#
+# The three kernels, descend (GD on p), descend_joint (on (v, p)) and descend_kq (on the factors
+# (K, Q), through the prompt u = K Q^T p), take a step of a block of L lanes as
+#   per sequence i: _attend (_lane_sums: the logits; _softmax_margins: _shift8, _exp_lanes,
+#                   _normalize8: attention and margin) -> _slopes -> _add_gradient (_dlogits8,
+#                   then _contract, the lane sums' transpose);
+#   then the update: descend _guard_overflow, _update, _check_iterate; descend_joint
+#                   _squared_norms, _update of v and of p; descend_kq its factors' update.
+# Scores are read with strides (step, lane): (1, 0), shared by the lanes, in descend and
+# descend_kq; (L, 1), one per lane, in descend_joint, whose scores _lane_sums(Y_i X_i, v) depend
+# on v (it adds _add_v_gradient). _shift8, _normalize8 and _dlogits8 take eight lanes at a time.
+
+
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _shift8(s, o, T, L, top):
     """Lanes o..o+7 of s (T * L,): subtract each lane's largest logit, and top[l] = its token.
@@ -571,22 +585,50 @@ def _dlogits8(s, gamma, step, lane, o, T, L, ref, offset, w, c):
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
-def _attend(Ki, gi, p, s, top, ref, offset, z, T, d, L):
-    """Attention s (T * L,) of one sequence (keys Ki (T, d), scores gi (T,)) at the lanes'
-    prompts p (d * L,), lane l of coordinate e at e * L + l; per lane (L,): the
-    most-attended token top, its score ref, offset = sum_t s_t (gamma_t - ref) and the margin
-    z = ref + offset (as :func:`maxmargin._kernels.margins`)."""
+def _lane_sums(Ki, x, out, T, d, L):
+    """out[t * L + l] = sum_e Ki[t, e] x[e * L + l], Ki (T, d), x (d * L,): the logits (or joint's
+    scores) of the L lanes, by the spelled-out routine of L = 8, 16 or 32 (:func:`_logits`)."""
     if L == WIDE:                       # (L is a constant of each build: one branch is kept)
-        _logits16(Ki, p, s, T, d)
+        _logits16(Ki, x, out, T, d)
     elif L == WIDER:
-        _logits32(Ki, p, s, T, d)
+        _logits32(Ki, x, out, T, d)
     else:
-        _logits(Ki, p, s, T, d)
+        _logits(Ki, x, out, T, d)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
+def _contract(Ki, c, g, T, d, L):
+    """g[e * L + l] += sum_t Ki[t, e] c[t * L + l], the lane sums' transpose (as
+    :func:`_lane_sums`, :func:`_add_contraction` for L = 8, 16 or 32)."""
+    if L == WIDE:
+        _add_contraction16(Ki, c, g, T, d)
+    elif L == WIDER:
+        _add_contraction32(Ki, c, g, T, d)
+    else:
+        _add_contraction(Ki, c, g, T, d)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
+def _softmax_margins(s, gamma, step, lane, top, ref, offset, z, T, L):
+    """The logits s (T * L,) become the attention; per lane (L,) the most-attended token top
+    (the first one on ties), its score ref, offset = sum_t s_t (gamma_t - ref) and the margin
+    z = ref + offset (as :func:`maxmargin._kernels.margins`). The score of token t in lane l is
+    gamma[t * step + l * lane]: (step, lane) = (1, 0) for scores (T,) shared by the lanes (gd,
+    kq), (L, 1) for per-lane scores (T * L,) (joint)."""
     for o in range(0, L, 8):            # shift by the largest logit
         _shift8(s, o, T, L, top)
     _exp_lanes(s, T * L)
     for o in range(0, L, 8):            # normalize; margin relative to the top token
-        _normalize8(s, gi, 1, 0, o, T, L, top, ref, offset, z)
+        _normalize8(s, gamma, step, lane, o, T, L, top, ref, offset, z)
+
+
+@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
+def _attend(Ki, p, s, gamma, step, lane, top, ref, offset, z, T, d, L):
+    """Attention s (T * L,) of one sequence, keys Ki (T, d), at the lanes' prompts p (d * L,),
+    lane l of coordinate e at e * L + l: the logits (:func:`_lane_sums`), then
+    :func:`_softmax_margins` (scores gamma read with the strides step, lane)."""
+    _lane_sums(Ki, p, s, T, d, L)
+    _softmax_margins(s, gamma, step, lane, top, ref, offset, z, T, L)
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
@@ -611,17 +653,12 @@ def _slopes(loss, z, w, n, L):
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
-def _add_gradient(Ki, gi, s, ref, offset, w, c, g, T, d, L):
-    """g += the sequence's gradient sum_t s_t (gamma_t - ref - offset) w k_t (lanes as in
-    :func:`_attend`; ``c`` (T * L,) is scratch)."""
+def _add_gradient(Ki, s, gamma, step, lane, ref, offset, w, c, g, T, d, L):
+    """g (d * L,) += the sequence's gradient in the prompt, sum_t s_t (gamma_t - ref - offset) w
+    k_t (lanes and score strides as in :func:`_attend`; ``c`` (T * L,) is scratch)."""
     for o in range(0, L, 8):
-        _dlogits8(s, gi, 1, 0, o, T, L, ref, offset, w, c)
-    if L == WIDE:
-        _add_contraction16(Ki, c, g, T, d)
-    elif L == WIDER:
-        _add_contraction32(Ki, c, g, T, d)
-    else:
-        _add_contraction(Ki, c, g, T, d)
+        _dlogits8(s, gamma, step, lane, o, T, L, ref, offset, w, c)
+    _contract(Ki, c, g, T, d, L)
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
@@ -855,7 +892,9 @@ def _build(L: int):
         """Gradient descent (``run``: :class:`Settings`) on ``prob`` (:class:`Problem`) from the starts
         P0 (M, B', d), B' a multiple of L, for the blocks ``first`` to ``last_job - 1`` of L
         starts (block j: instance j // (B' / L)); writes ``out`` (:class:`Records`) for the
-        first B starts of each instance (B = out.path.shape[2] <= B'; the others are spare lanes)."""
+        first B starts of each instance (B = out.path.shape[2] <= B'; the others are spare lanes).
+        Adds to the step (see "the step, written once") the guards of a gradient that leaves
+        float64 and of the iterate (:func:`_guard_overflow`, :func:`_check_iterate`)."""
         M, n, T, d = prob.K.shape
         blocks = P0.shape[1] // L
         B = out.path.shape[2]
@@ -875,7 +914,7 @@ def _build(L: int):
                 for e in range(d * L):
                     a.g[e] = 0.0
                 for i in range(n):
-                    _attend(Km[i], gm[i], a.p, a.s, a.top, a.ref, a.offset, a.z, T, d, L)
+                    _attend(Km[i], a.p, a.s, gm[i], 1, 0, a.top, a.ref, a.offset, a.z, T, d, L)
                     if held:
                         _record_sequence(out, r, m, b0, lanes, i, prob.tracked[m, i], a, T, run.loss, n,
                                          L)
@@ -888,7 +927,7 @@ def _build(L: int):
                                 out.final[m, b0 + l, i, t] = a.s[t * L + l]
                         continue
                     _slopes(run.loss, a.z, a.w, n, L)
-                    _add_gradient(Km[i], gm[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d, L)
+                    _add_gradient(Km[i], a.s, gm[i], 1, 0, a.ref, a.offset, a.w, a.c, a.g, T, d, L)
                 if held:
                     for l in range(lanes):
                         for e in range(d):
@@ -911,13 +950,13 @@ descend_wider = _build(WIDER)
 _READY = []
 
 
-def ready() -> None:
-    """Compile :func:`descend`, ``descend_wide`` and ``descend_wider`` (or load them from numba's cache) once per
-    process, in the calling
-    thread, with LLVM's SLP vectorizer on: numba leaves it off by default, and without it the
-    spelled-out lanes of :func:`_logits` and :func:`_add_contraction` stay scalar (3x slower).
-    """
-    if _READY:
+def _compile(flag: list, warm_ups) -> None:
+    """Compile kernels (or load them from numba's cache) once per process, in the calling thread,
+    with LLVM's SLP vectorizer on: numba leaves it off by default, and without it the spelled-out
+    lanes of :func:`_logits` and :func:`_add_contraction` stay scalar (3x slower). ``warm_ups``
+    () -> the (kernel, args) calls on tiny inputs that compile them; ``flag`` (``_READY``,
+    ``_READY_JOINT`` or ``_READY_KQ``, which ``_engines._compiled_loaded`` reads) gets True."""
+    if flag:
         return
     from numba.core import config
 
@@ -925,19 +964,31 @@ def ready() -> None:
     before = getattr(config, "SLP_VECTORIZE", None)
     config.SLP_VECTORIZE = 1
     try:
-        M, n, T, d = 1, 1, 2, 1
-        record = np.array([0, 1])
-        for kernel, lanes in ((descend, LANES), (descend_wide, WIDE), (descend_wider, WIDER)):
-            kernel(0, 1, Problem(np.zeros((M, n, T, d)), np.zeros((M, n, T)),
-                                 np.zeros((M, n), dtype=np.int64)),
-                   np.zeros((M, lanes, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),
-                   empty_records(len(record), M, lanes, n, T, d))
+        for kernel, args in warm_ups():
+            kernel(*args)
     finally:
         if before is None:
             del config.SLP_VECTORIZE
         else:
             config.SLP_VECTORIZE = before
-    _READY.append(True)
+    flag.append(True)
+
+
+def _gd_warm_ups():
+    """The calls on tiny inputs that compile descend, descend_wide and descend_wider."""
+    M, n, T, d = 1, 1, 2, 1
+    record = np.array([0, 1])
+    for kernel, lanes in ((descend, LANES), (descend_wide, WIDE), (descend_wider, WIDER)):
+        yield kernel, (0, 1, Problem(np.zeros((M, n, T, d)), np.zeros((M, n, T)),
+                                     np.zeros((M, n), dtype=np.int64)),
+                       np.zeros((M, lanes, d)), Settings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record),
+                       empty_records(len(record), M, lanes, n, T, d))
+
+
+def ready() -> None:
+    """Compile :func:`descend`, ``descend_wide`` and ``descend_wider`` once per process (see
+    :func:`_compile`)."""
+    _compile(_READY, _gd_warm_ups)
 
 
 # --- gd_joint: GD on (v, p) ----------------------------------------------------------------------
@@ -946,9 +997,10 @@ def ready() -> None:
 # is the same mathematics). Blocks of L starts as above, lane l of coordinate e of v and of p at
 # e * L + l. Per step and sequence i, for the L lanes: the scores gamma_t = Y_i x_it . v and the
 # logits k_it . p (two lane sums: v differs per lane, so the scores do too), the softmax and the
-# margin relative to the most-attended token (:func:`_attend_scores`), the slope w = l'(z) / n
-# (:func:`_slopes`), then grad_v += sum_t Y_i x_it s_t w and grad_p += sum_t k_it s_t
-# (gamma_t - z) w; each gradient then steps by :func:`_update` (its own eps under normalized GD).
+# margin relative to the most-attended token (:func:`_attend`, scores read per lane), the slope
+# w = l'(z) / n (:func:`_slopes`), then grad_p += sum_t k_it s_t (gamma_t - z) w
+# (:func:`_add_gradient`) and grad_v += sum_t Y_i x_it s_t w (:func:`_add_v_gradient`); each
+# gradient then steps by :func:`_update` (its own eps under normalized GD).
 #
 # The kernel computes only where every number is finite: a real lane whose margin or slope is not
 # finite gets the step in out.failed and its block stops (a gradient that is not finite makes the
@@ -1052,24 +1104,6 @@ def _joint_lanes(T, d, L):
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
-def _lane_sums(Xi, x, out, T, d, L):
-    """out[t * L + l] = sum_e Xi[t, e] x[e * L + l] (:func:`_logits` for L lanes)."""
-    if L == WIDE:
-        _logits16(Xi, x, out, T, d)
-    else:
-        _logits(Xi, x, out, T, d)
-
-
-@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
-def _lane_contraction(Xi, c, g, T, d, L):
-    """g[e * L + l] += sum_t Xi[t, e] c[t * L + l] (:func:`_add_contraction` for L lanes)."""
-    if L == WIDE:
-        _add_contraction16(Xi, c, g, T, d)
-    else:
-        _add_contraction(Xi, c, g, T, d)
-
-
-@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
 def _weighted8(s, o, T, L, w, c):
     """Lanes o..o+7 of c = s w, per token (scalars as in :func:`_shift8`)."""
     w0, w1, w2, w3, w4, w5, w6, w7 = w[o + 0], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5], w[o + 6], w[o + 7]
@@ -1080,26 +1114,12 @@ def _weighted8(s, o, T, L, w, c):
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
-def _attend_scores(gamma, s, top, ref, offset, z, T, L):
-    """:func:`_attend` with scores of each lane, gamma (T * L,), and the logits already in s:
-    s becomes the attention; per lane the top token, its score ref, offset and margin z."""
-    for o in range(0, L, 8):            # shift by the largest logit (the first one on ties)
-        _shift8(s, o, T, L, top)
-    _exp_lanes(s, T * L)
-    for o in range(0, L, 8):            # normalize; margin relative to the top token
-        _normalize8(s, gamma, L, 1, o, T, L, top, ref, offset, z)
-
-
-@njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
-def _add_joint_gradient(XYi, Ki, gamma, s, ref, offset, w, c, gv, gp, T, d, L):
-    """gv += sum_t Y_i x_it s_t w, gp += sum_t k_it s_t (gamma_t - ref - offset) w (lanes as in
-    :func:`_attend_scores`; ``c`` is scratch)."""
+def _add_v_gradient(XYi, s, w, c, gv, T, d, L):
+    """gv (d * L,) += sum_t Y_i x_it s_t w, the sequence's gradient in the head (signed tokens
+    XYi (T, d), attention s and slopes w as in :func:`_add_gradient`; ``c`` is scratch)."""
     for o in range(0, L, 8):
         _weighted8(s, o, T, L, w, c)
-    _lane_contraction(XYi, c, gv, T, d, L)
-    for o in range(0, L, 8):
-        _dlogits8(s, gamma, L, 1, o, T, L, ref, offset, w, c)
-    _lane_contraction(Ki, c, gp, T, d, L)
+    _contract(XYi, c, gv, T, d, L)
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
@@ -1126,7 +1146,8 @@ def _build_joint(L: int):
     def descend_joint(first, last_job, prob, V0, P0, run, out):
         """Joint GD (``run``: :class:`JointSettings`) on ``prob`` (:class:`JointProblem`) from the
         starts V0, P0 (B', d), B' a multiple of L, for the blocks ``first`` to ``last_job - 1``;
-        writes ``out`` (:class:`JointRecords`) for the first B = out.v.shape[1] starts."""
+        writes ``out`` (:class:`JointRecords`) for the first B = out.v.shape[1] starts. Adds to
+        the step per-lane scores Y_i X_i v and v's gradient; a lane that is not finite fails."""
         n, T, d = prob.K.shape
         B = out.v.shape[1]
         a = _joint_lanes(T, d, L)
@@ -1152,9 +1173,10 @@ def _build_joint(L: int):
                     a.risk[l] = 0.0
                     a.prob[l] = 0.0
                 for i in range(n):
+                    # joint: the scores depend on v, so they differ per lane (strides L, 1)
                     _lane_sums(prob.XY[i], a.v, a.gamma, T, d, L)
-                    _lane_sums(prob.K[i], a.p, a.s, T, d, L)
-                    _attend_scores(a.gamma, a.s, a.top, a.ref, a.offset, a.z, T, L)
+                    _attend(prob.K[i], a.p, a.s, a.gamma, L, 1, a.top, a.ref, a.offset, a.z,
+                            T, d, L)
                     if held:
                         for l in range(lanes):
                             # each loss / n, as gd's kernel: their sum may overflow
@@ -1171,8 +1193,9 @@ def _build_joint(L: int):
                     _slopes(run.loss, a.z, a.w, n, L)
                     for l in range(L):
                         a.seen[l] += a.z[l] * 0.0 + a.w[l] * 0.0
-                    _add_joint_gradient(prob.XY[i], prob.K[i], a.gamma, a.s, a.ref, a.offset,
-                                        a.w, a.c, a.gv, a.gp, T, d, L)
+                    _add_gradient(prob.K[i], a.s, a.gamma, L, 1, a.ref, a.offset, a.w, a.c,
+                                  a.gp, T, d, L)
+                    _add_v_gradient(prob.XY[i], a.s, a.w, a.c, a.gv, T, d, L)  # joint: and v's
                 if held:
                     for l in range(lanes):
                         for e in range(d):
@@ -1210,30 +1233,22 @@ descend_joint_wide = _build_joint(WIDE)
 _READY_JOINT = []
 
 
-def ready_joint() -> None:
-    """Compile :func:`descend_joint` and ``descend_joint_wide`` (or load them from numba's
-    cache) once per process, with LLVM's SLP vectorizer on (as :func:`ready`)."""
-    if _READY_JOINT:
-        return
-    from numba.core import config
+def _joint_warm_ups():
+    """The calls on tiny inputs that compile descend_joint and descend_joint_wide."""
+    n, T, d = 1, 2, 1
+    record = np.array([0, 1])
+    for kernel, lanes in ((descend_joint, LANES), (descend_joint_wide, WIDE)):
+        yield kernel, (0, 1, JointProblem(np.zeros((n, T, d)), np.zeros((n, T, d)),
+                                          np.zeros(n, dtype=np.int64)),
+                       np.zeros((lanes, d)), np.zeros((lanes, d)),
+                       JointSettings(1, 0.1, LOGISTIC_CODE, True, 1e-12, 1e-12, record, True),
+                       empty_joint_records(len(record), lanes, n, d))
 
-    before = getattr(config, "SLP_VECTORIZE", None)
-    config.SLP_VECTORIZE = 1
-    try:
-        n, T, d = 1, 2, 1
-        record = np.array([0, 1])
-        for kernel, lanes in ((descend_joint, LANES), (descend_joint_wide, WIDE)):
-            kernel(0, 1, JointProblem(np.zeros((n, T, d)), np.zeros((n, T, d)),
-                                      np.zeros(n, dtype=np.int64)),
-                   np.zeros((lanes, d)), np.zeros((lanes, d)),
-                   JointSettings(1, 0.1, LOGISTIC_CODE, True, 1e-12, 1e-12, record, True),
-                   empty_joint_records(len(record), lanes, n, d))
-    finally:
-        if before is None:
-            del config.SLP_VECTORIZE
-        else:
-            config.SLP_VECTORIZE = before
-    _READY_JOINT.append(True)
+
+def ready_joint() -> None:
+    """Compile :func:`descend_joint` and ``descend_joint_wide`` once per process (see
+    :func:`_compile`)."""
+    _compile(_READY_JOINT, _joint_warm_ups)
 
 
 # --- gd_KQ: GD on the factors (K, Q), shared prompt ---
@@ -1328,7 +1343,9 @@ def _build_kq(L: int):
         """GD on (K, Q) (``run``: :class:`KQSettings`) for keys X (n, T, d), scores gamma (n, T),
         the shared prompt p (d,), from K0, Q0 (B, d, m) with q0 = Q0^T p (B, m), for the blocks
         ``first`` to ``last_job - 1`` of L starts; the spare lanes of the last block repeat its
-        last start and write nothing. Writes ``out`` (:class:`KQRecords`)."""
+        last start and write nothing. Writes ``out`` (:class:`KQRecords`). Adds to the step the
+        prompt u = K q and the factors' update from the gradient a in u (see the section's
+        comment)."""
         n, T, d = X.shape
         B, _, m = K0.shape
         lr = run.lr
@@ -1367,7 +1384,8 @@ def _build_kq(L: int):
                 for e in range(d * L):
                     a.g[e] = 0.0
                 for i in range(n):
-                    _attend(X[i], gamma[i], u, a.s, a.top, a.ref, a.offset, a.z, T, d, L)
+                    # kq: the prompt is u = K q; the gradient a in u then moves K and q
+                    _attend(X[i], u, a.s, gamma[i], 1, 0, a.top, a.ref, a.offset, a.z, T, d, L)
                     if held:
                         for l in range(lanes):
                             out.risk[r, b0 + l] += _loss_value(run.loss, a.z[l]) / n
@@ -1377,7 +1395,8 @@ def _build_kq(L: int):
                     for l in range(L):                      # weights beyond float64: marked
                         if not abs(a.w[l]) <= KQ_LIMIT:
                             size[l] = np.inf
-                    _add_gradient(X[i], gamma[i], a.s, a.ref, a.offset, a.w, a.c, a.g, T, d, L)
+                    _add_gradient(X[i], a.s, gamma[i], 1, 0, a.ref, a.offset, a.w, a.c, a.g,
+                                  T, d, L)
                 if held:
                     for l in range(lanes):
                         for e in range(d):
@@ -1438,26 +1457,18 @@ descend_kq_wide = _build_kq(WIDE)
 _READY_KQ = []
 
 
-def ready_kq() -> None:
-    """Compile :func:`descend_kq` and ``descend_kq_wide`` (or load them from numba's cache) once
-    per process, with LLVM's SLP vectorizer on, as :func:`ready`."""
-    if _READY_KQ:
-        return
-    from numba.core import config
+def _kq_warm_ups():
+    """The calls on tiny inputs that compile descend_kq and descend_kq_wide."""
+    n, T, d, m = 1, 2, 1, 1
+    record = np.array([0, 1])
+    for kernel, lanes in ((descend_kq, LANES), (descend_kq_wide, WIDE)):
+        yield kernel, (0, 1, np.zeros((n, T, d)), np.zeros((n, T)), np.ones(d),
+                       np.zeros((lanes, d, m)), np.zeros((lanes, d, m)), np.zeros((lanes, m)),
+                       KQSettings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record, 1.0, 1.0, 1.0),
+                       empty_kq_records(len(record), lanes, d, m))
 
-    before = getattr(config, "SLP_VECTORIZE", None)
-    config.SLP_VECTORIZE = 1
-    try:
-        n, T, d, m = 1, 2, 1, 1
-        record = np.array([0, 1])
-        for kernel, lanes in ((descend_kq, LANES), (descend_kq_wide, WIDE)):
-            kernel(0, 1, np.zeros((n, T, d)), np.zeros((n, T)), np.ones(d),
-                   np.zeros((lanes, d, m)), np.zeros((lanes, d, m)), np.zeros((lanes, m)),
-                   KQSettings(1, 0.1, LOGISTIC_CODE, True, 1e-12, record, 1.0, 1.0, 1.0),
-                   empty_kq_records(len(record), lanes, d, m))
-    finally:
-        if before is None:
-            del config.SLP_VECTORIZE
-        else:
-            config.SLP_VECTORIZE = before
-    _READY_KQ.append(True)
+
+def ready_kq() -> None:
+    """Compile :func:`descend_kq` and ``descend_kq_wide`` once per process (see
+    :func:`_compile`)."""
+    _compile(_READY_KQ, _kq_warm_ups)
