@@ -9,7 +9,7 @@ test compares against to 1e-12 relative:
 * runs are processed in blocks of L starts of one instance, L = ``LANES`` (8), ``WIDE`` (16:
   1.2-1.4x faster per start than 8, measured, but 0.6x for B <= 8, whose spare lanes it would
   compute for nothing) or, for GD on p, ``WIDER`` (32: 1.1-1.3x faster per start than 16), as
-  ``train._block_lanes`` chooses; the block's prompts held as a (d, L) array, so every inner
+  ``_blocks._block_lanes`` chooses; the block's prompts held as a (d, L) array, so every inner
   loop runs over the lanes and compiles to SIMD instructions;
 * per sequence, one pass computes the logits, the softmax (shifted by the largest logit), the
   margin relative to the most-attended token (as :func:`maxmargin._kernels.margins`), the loss
@@ -701,7 +701,8 @@ TINY_GRADIENT = 1e-304  # train.TINY_GRADIENT: a normalized step recomputes a sm
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def _up_exponent(top):
-    """The k in [0, 1000] with top 2^k in [1/2, 1) for 0 < top < 1/2, else 0 (train._up_exponent)."""
+    """The k in [0, 1000] with top 2^k in [1/2, 1) for 0 < top < 1/2, else 0
+    (_stepping._up_exponent)."""
     if not top > 0.0:
         return 0
     return min(max(-math.frexp(top)[1], 0), 1000)
@@ -727,7 +728,8 @@ def _refined_direction(K, gamma, p, loss, eps, n, T, d):
     scores gamma (n, T), when |g| < TINY_GRADIENT: its terms k_it c_it (c_it = s_it (gamma_it -
     z_i) l'(z_i) / n) may be subnormal products, so each is taken as (k_it 2^a) (c_it 2^c), both
     factors scaled up by powers of two (exact), and eps by as much of 2^(a + c) as keeps it
-    below 2^1000 (train._scaled_contraction and _scaled_direction; scalar code, called only then)."""
+    below 2^1000 (_stepping._scaled_contraction and _scaled_direction; scalar code, called only
+    then)."""
     c = np.empty((n, T))
     s = np.empty(T)
     for i in range(n):
@@ -1254,9 +1256,9 @@ def ready_joint() -> None:
 # --- gd_KQ: GD on the factors (K, Q), shared prompt ---
 #
 # :func:`maxmargin.keyquery.gd_KQ` with one prompt p shared by every sequence and no penalty
-# (the torch loop :func:`maxmargin.keyquery._descend_KQ` is the reference). With q = Q^T p (m,)
-# and u = K q (d,) the logits are x_it^T u, so the risk's gradient in u is the gradient a (d,)
-# that GD on a prompt computes (keys X, prompt u: :func:`_attend`, :func:`_slopes`,
+# (the torch loop :func:`maxmargin._engines._descend_KQ_torch` is the reference). With
+# q = Q^T p (m,) and u = K q (d,) the logits are x_it^T u, so the risk's gradient in u is the
+# gradient a (d,) that GD on a prompt computes (keys X, prompt u: :func:`_attend`, :func:`_slopes`,
 # :func:`_add_gradient` above), dL/dW = a p^T, and
 #     grad_K = a q^T,  grad_Q = p b^T with b = K^T a (m,),
 # whose Frobenius norms are |a| |q| and |p| |b|. Q moves only along p: after k steps
