@@ -1,10 +1,10 @@
 """The compiled gradient-descent engine on the prompt: one fused pass per step, SIMD over runs.
 
-Imported only when :func:`maxmargin.train.gd` (or ``gd_stack``, or ``gd_joint``: its kernel is the
-last section of this file) first runs with the compiled engine (numba compiles it on first use,
-about 10 s, and caches the machine code on disk).
-The mathematics is that of :func:`maxmargin._torchdescent.descend` (the torch loop), the pure-torch fallback that a
-test compares against to 1e-12 relative:
+Imported only when ``mm.gd``, ``gd_stack``, ``gd_W`` (shared query), ``gd_joint`` or ``gd_KQ``
+(shared query, reg 0) first runs with the compiled engine (numba compiles it on first use,
+about 10 s, and caches the machine code on disk); sections: GD on p, gd_joint, gd_KQ.
+The mathematics is that of :func:`maxmargin._torchdescent.descend` (the torch loop), the
+pure-torch fallback that a test compares against to 1e-12 relative:
 
 * runs are processed in blocks of L starts of one instance, L = ``LANES`` (8), ``WIDE`` (16:
   1.2-1.4x faster per start than 8, measured, but 0.6x for B <= 8, whose spare lanes it would
@@ -490,7 +490,8 @@ def _lanes(T, d, L):
 #                   _squared_norms, _update of v and of p; descend_kq its factors' update.
 # Scores are read with strides (step, lane): (1, 0), shared by the lanes, in descend and
 # descend_kq; (L, 1), one per lane, in descend_joint, whose scores _lane_sums(Y_i X_i, v) depend
-# on v (it adds _add_v_gradient). _shift8, _normalize8 and _dlogits8 take eight lanes at a time.
+# on v (it adds _add_v_gradient). _shift8, _normalize8, _dlogits8 and _weighted8 take eight
+# lanes at a time.
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always", fastmath=_FASTMATH)
@@ -696,7 +697,7 @@ def _record_sequence(out, r, m, b0, lanes, i, tr, a, T, loss, n, L):
         out.off[r, m, b0 + l, i] = rest
 
 
-TINY_GRADIENT = 1e-304  # train.TINY_GRADIENT: a normalized step recomputes a smaller gradient
+TINY_GRADIENT = 1e-304  # _stepping.TINY_GRADIENT: a normalized step recomputes a smaller gradient
 
 
 @njit(cache=True, error_model="numpy", nogil=True, inline="always")
