@@ -1732,8 +1732,8 @@ MUTANTS = [
            ("test_engine_invariance.py",)),
     # --- issue 38, one records object (lead, stop 47) ---
     Mutant("_descent.py", "gd_joint mid-run: the gradient bound read at the moving scores blames X or v",
-           "    top = _largest(gamma if start_scores is None else start_scores())",
-           "    top = _largest(gamma)",
+           "        top = _largest(gamma if start_scores is None else start_scores())",
+           "        top = _largest(gamma)",
            ("test_review_r4.py",)),
     Mutant("_torchdescent.py", "gd_W's overflow message names the prompt's logits k_it^T p",
            'sizes=(_largest(X), _largest(Z)), logits="x_it^T W z_i")',

@@ -81,7 +81,8 @@ def _overflow(caller: str, step: int, gamma, lr: float, loss: Loss, normalized: 
                           f"overflow float64, though the iterate is finite: lr = {lr:g} is too "
                           f"large for these inputs (or the scale of v or X is)")
     low = float(np.min(gamma))
-    top = _largest(gamma if start_scores is None else start_scores())
+    with np.errstate(over="ignore", invalid="ignore"):    # (scores of v0 may overflow: inf)
+        top = _largest(gamma if start_scores is None else start_scores())
     bound = (np.log10(2.0) + np.log10(top) + sum(np.log10(size) for size in sizes)  # (2 top: inf)
              if top > 0 and all(size > 0 for size in sizes) else -np.inf)
     if EXPONENTIAL.same_function(loss) and low < -700.0:
