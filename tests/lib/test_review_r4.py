@@ -227,9 +227,12 @@ def test_w_svm_tol_message_states_the_real_bound(norm):
     """tol = nextafter(0.5, 0) is refused on these data; the message must print that tol exactly
     and a bound that is the real one: a tol just below it is accepted, the bound itself is not.
     Bugs caught: the message printed "tol = 0.5" (:g) and "tol must be at most 0.25", a merely
-    sufficient bound (0.45 is accepted)."""
+    sufficient bound (0.45 is accepted). The third token of the first sequence is (0.6, 0.6):
+    with (0.5, 0.5) the constraint's distance from its right side was 1/2 to rounding (the bound
+    0.49999999999999994, tol itself), and on another CPU (OPENBLAS_CORETYPE=Prescott) the
+    solver's last bits put it above 1/2, so nothing was refused; here the bound is 0.48."""
     import re
-    Xw = np.array([[[1, 0], [0, 1], [0.5, 0.5]], [[0.2, 1], [1, -1], [0, 0.3]]])
+    Xw = np.array([[[1, 0], [0, 1], [0.6, 0.6]], [[0.2, 1], [1, -1], [0, 0.3]]])
     Zw = np.array([[1, 0.2], [0.3, 1]])
     tol = float(np.nextafter(0.5, 0.0))
     with pytest.raises(ValueError) as error:
